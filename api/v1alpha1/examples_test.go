@@ -1,0 +1,73 @@
+package v1alpha1_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
+)
+
+// TestGitOpsExamplesAreValid decodes every example declaration strictly into
+// the Go types (an unknown or misspelt field fails) and has the API server
+// validate it with a server-side dry run, so the examples cannot rot.
+func TestGitOpsExamplesAreValid(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	files, err := filepath.Glob("../../examples/gitops/*.yaml")
+	if err != nil || len(files) < 4 {
+		t.Fatalf("want the example declarations, found %v (%v)", files, err)
+	}
+	kinds := map[string]bool{}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for {
+			doc, err := reader.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(doc, &u.Object); err != nil || len(u.Object) == 0 {
+				continue
+			}
+			typed, err := reconcile.Scheme.New(u.GroupVersionKind())
+			if err != nil || u.GroupVersionKind().GroupVersion() != v1.GroupVersion {
+				t.Errorf("%s: %s is not an agentsandbox.dev/v1alpha1 kind", file, u.GroupVersionKind())
+				continue
+			}
+			if err := yaml.UnmarshalStrict(doc, typed); err != nil {
+				t.Errorf("%s: %v", file, err)
+				continue
+			}
+			kinds[u.GetKind()] = true
+			if err := c.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u),
+				client.DryRunAll, client.FieldOwner("agentsandbox-examples-test"), client.ForceOwnership); err != nil {
+				t.Errorf("%s: server-side dry run: %v", file, err)
+			}
+		}
+	}
+	for _, kind := range []string{"NodePool", "SandboxTemplate", "WarmPool", "Sandbox"} {
+		if !kinds[kind] {
+			t.Errorf("no example declares a %s", kind)
+		}
+	}
+}

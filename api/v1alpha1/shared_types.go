@@ -1,0 +1,79 @@
+package v1alpha1
+
+// Category is the kubectl category every kind of this API belongs to, so
+// `kubectl get agentsandbox` lists them all.
+const Category = "agentsandbox"
+
+// Condition types shared by the kinds. They follow kstatus: Ready is the
+// summary, Reconciling means work is in progress and Stalled means the
+// controller cannot make progress without a change to the spec.
+const (
+	ReadyCondition       = "Ready"
+	ReconcilingCondition = "Reconciling"
+	StalledCondition     = "Stalled"
+)
+
+// Labels and annotations the controllers put on the objects they create. They
+// live here, beside the types, so the reconciler, the CLI and the provider
+// select on the same keys.
+const (
+	// LabelManagedBy marks every object a controller of this project owns.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByValue is the value of LabelManagedBy.
+	ManagedByValue = "agentsandbox"
+	// LabelSandbox names the Sandbox a namespace, pod or volume belongs to.
+	LabelSandbox = "agentsandbox.dev/sandbox"
+	// LabelOwner carries a label-safe form of the sandbox owner.
+	LabelOwner = "agentsandbox.dev/owner"
+	// LabelTemplate names the SandboxTemplate an object was stamped from.
+	LabelTemplate = "agentsandbox.dev/template"
+	// LabelWarmPool names the WarmPool an object belongs to.
+	LabelWarmPool = "agentsandbox.dev/warm-pool"
+	// LabelNodePool names the NodePool a node belongs to.
+	LabelNodePool = "agentsandbox.dev/node-pool"
+	// AnnotationReconcileRequestedAt asks a controller for an immediate
+	// reconcile when its value changes (the same contract as Flux's
+	// reconcile.fluxcd.io/requestedAt).
+	AnnotationReconcileRequestedAt = "agentsandbox.dev/reconcile-requested-at"
+	// AnnotationPrune set to "disabled" keeps an object a GitSync applied when
+	// a later revision no longer declares it.
+	AnnotationPrune = "agentsandbox.dev/prune"
+)
+
+// LocalObjectReference names another cluster-scoped object of this API.
+type LocalObjectReference struct {
+	// Name of the referenced object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+}
+
+// ShutdownPolicy says what happens to a sandbox when its lifetime ends.
+// +kubebuilder:validation:Enum=Stop;Delete
+type ShutdownPolicy string
+
+const (
+	// ShutdownPolicyStop deletes the pod and keeps the namespace and the
+	// workspace, so the sandbox can be started again.
+	ShutdownPolicyStop ShutdownPolicy = "Stop"
+	// ShutdownPolicyDelete deletes the sandbox and everything it owns.
+	ShutdownPolicyDelete ShutdownPolicy = "Delete"
+)
+
+// EnvVar is an environment variable set in the sandbox container. Values are
+// literal: a sandbox lives in its own namespace and must not read the
+// platform's Secrets.
+type EnvVar struct {
+	// Name of the variable.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z][-._a-zA-Z0-9]*$`
+	// +required
+	Name string `json:"name"`
+	// Value of the variable.
+	// +kubebuilder:validation:MaxLength=32768
+	// +optional
+	Value string `json:"value,omitempty"`
+}

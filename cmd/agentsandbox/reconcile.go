@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/version"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
+)
+
+// defaultNamespace is where the reconciler runs when installed from config/;
+// a pod learns its own namespace from POD_NAMESPACE (downward API).
+const defaultNamespace = "agentsandbox-system"
+
+func newReconcileCommand() *cobra.Command {
+	opts := reconcile.ManagerOptions{}
+	zapOpts := zap.Options{}
+	cmd := &cobra.Command{
+		Use:   "reconcile",
+		Short: "Run the controllers that converge the cluster to the declared sandboxes",
+		Long: `Runs the controller manager: leader-elected, with /healthz and /readyz on
+--health-addr and Prometheus metrics on --metrics-addr. It uses the in-cluster
+service account, or the kubeconfig named by --kubeconfig / $KUBECONFIG.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			cfg, err := ctrl.GetConfig()
+			if err != nil {
+				return fmt.Errorf("failed to load cluster credentials: %w", err)
+			}
+			mgr, err := reconcile.NewManager(cfg, opts)
+			if err != nil {
+				return err
+			}
+			ctrl.Log.Info("starting reconciler", "version", version.Version, "commit", version.Commit(),
+				"leaderElection", opts.LeaderElection, "namespace", opts.LeaderElectionNamespace)
+			return mgr.Start(ctrl.SetupSignalHandler())
+		},
+	}
+	namespace := os.Getenv("POD_NAMESPACE")
+	if namespace == "" {
+		namespace = defaultNamespace
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.MetricsAddr, "metrics-addr", ":8080", `address of the Prometheus metrics endpoint ("0" disables it)`)
+	f.StringVar(&opts.HealthAddr, "health-addr", ":8081", "address of the /healthz and /readyz endpoints")
+	f.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect one active replica through a Lease")
+	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", namespace, "namespace of the leader election Lease")
+	f.DurationVar(&opts.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "how long running reconciles may take to finish on SIGTERM")
+	goFlags := goflagSet()
+	zapOpts.BindFlags(goFlags)
+	ctrlconfig.RegisterFlags(goFlags) // --kubeconfig
+	f.AddGoFlagSet(goFlags)
+	return cmd
+}

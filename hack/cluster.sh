@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Starts and stops the local test cluster: etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler and kwok, as plain processes on
+# loopback, driven by kwokctl's binary runtime.
+#
+#   hack/cluster.sh up        start (or reuse) the cluster, install the CRDs,
+#                             add the kwok nodes; idempotent
+#   hack/cluster.sh down      stop every process and delete the cluster state
+#   hack/cluster.sh status    exit 0 when the cluster answers
+#   hack/cluster.sh kubeconfig  print the kubeconfig path
+#
+# The admin kubeconfig is written to $AGENTSANDBOX_CACHE/kubeconfig
+# (default ~/.cache/agentsandbox/kubeconfig). RBAC is on and the audit policy
+# in hack/cluster/audit-policy.yaml logs agentsandbox.dev and pods/exec
+# requests to $AGENTSANDBOX_CACHE/kwok/clusters/agentsandbox/logs/audit.log.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="${AGENTSANDBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agentsandbox}"
+name=agentsandbox
+kubeconfig="${cache}/kubeconfig"
+export KWOK_WORKDIR="${cache}/kwok"
+
+# Node groups: name prefix and count. Sandboxes without a node pool land on
+# "general"; examples and tests point a gVisor NodePool at "gvisor".
+general_nodes=3
+gvisor_nodes=2
+
+log() { printf '==> %s\n' "$*" >&2; }
+
+bin() { echo "$("${root}/tools/build.sh" --print-bin "$1")/$2"; }
+kubectl() { "$(bin kube kubectl)" --kubeconfig "${kubeconfig}" "$@"; }
+
+healthy() {
+	[[ -f "${kubeconfig}" ]] && kubectl get --raw /readyz >/dev/null 2>&1
+}
+
+node_manifest() {
+	local group="$1" count="$2" i
+	for ((i = 0; i < count; i++)); do
+		cat <<YAML
+apiVersion: v1
+kind: Node
+metadata:
+  name: ${group}-${i}
+  annotations:
+    kwok.x-k8s.io/node: fake
+    node.alpha.kubernetes.io/ttl: "0"
+  labels:
+    kubernetes.io/hostname: ${group}-${i}
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    type: kwok
+    agentsandbox.dev/node-group: ${group}
+status:
+  allocatable: {cpu: "32", memory: 256Gi, pods: "500", ephemeral-storage: 1Ti}
+  capacity: {cpu: "32", memory: 256Gi, pods: "500", ephemeral-storage: 1Ti}
+  nodeInfo: {architecture: amd64, operatingSystem: linux, kubeletVersion: fake, kubeProxyVersion: fake}
+---
+YAML
+	done
+}
+
+# lock serialises up and down: test packages run in parallel and each may
+# ask for the cluster at the same moment.
+lock() {
+	mkdir -p "${cache}"
+	exec 9>"${cache}/cluster.lock"
+	flock 9
+}
+
+up() {
+	"${root}/tools/build.sh" etcd kwok kube
+	lock
+	if healthy; then
+		log "cluster ${name} already running (kubeconfig ${kubeconfig})"
+	else
+		# A cluster whose processes died (machine restart, kill) is rebuilt
+		# rather than repaired: its state is disposable.
+		"$(bin kwok kwokctl)" delete cluster --name "${name}" >/dev/null 2>&1 || true
+		rm -f "${kubeconfig}"
+		log "starting cluster ${name}"
+		"$(bin kwok kwokctl)" create cluster --name "${name}" --runtime binary \
+			--config "${root}/hack/cluster/kwok.yaml" \
+			--etcd-binary "$(bin etcd etcd)" \
+			--kube-apiserver-binary "$(bin kube kube-apiserver)" \
+			--kube-controller-manager-binary "$(bin kube kube-controller-manager)" \
+			--kube-scheduler-binary "$(bin kube kube-scheduler)" \
+			--kwok-controller-binary "$(bin kwok kwok)" \
+			--kube-authorization --kube-admission \
+			--kube-audit-policy "${root}/hack/cluster/audit-policy.yaml" \
+			--kubeconfig "${kubeconfig}" --wait 2m >&2 9>&-
+	fi
+	log "installing CRDs"
+	kubectl apply --server-side --force-conflicts -f "${root}/config/crd/bases" >/dev/null
+	kubectl wait --for condition=Established --timeout 60s -f "${root}/config/crd/bases" >/dev/null
+	log "adding kwok nodes (${general_nodes} general, ${gvisor_nodes} gvisor)"
+	{ node_manifest general "${general_nodes}"; node_manifest gvisor "${gvisor_nodes}"; } |
+		kubectl apply --server-side -f - >/dev/null
+	kubectl wait --for condition=Ready --timeout 60s node --all >/dev/null
+	log "cluster ready: export KUBECONFIG=${kubeconfig}"
+}
+
+down() {
+	lock
+	if [[ -x "$(bin kwok kwokctl)" ]]; then
+		"$(bin kwok kwokctl)" delete cluster --name "${name}" >&2 || true
+	fi
+	rm -f "${kubeconfig}"
+	# kwokctl stops the processes it started; make sure nothing outlived it
+	# (for example after an interrupted create).
+	pkill -f "${KWOK_WORKDIR}/clusters/${name}/" 2>/dev/null || true
+	log "cluster ${name} stopped"
+}
+
+case "${1:-}" in
+up) up ;;
+down) down ;;
+status) healthy ;;
+kubeconfig) echo "${kubeconfig}" ;;
+*)
+	echo "usage: $0 up|down|status|kubeconfig" >&2
+	exit 2
+	;;
+esac

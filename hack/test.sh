@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `make test`: every check and every test, against the local cluster.
+#
+# Builds the pinned tools (cached), checks that generated files are current,
+# gofmt and go vet, then runs `go test ./...` against the local kwok cluster.
+# A cluster this script starts is stopped when it exits, pass or fail; one
+# that was already running (make cluster-up) is reused and left running.
+#
+# To run the same tests against another cluster (kind, say), skip this script:
+#   KUBECONFIG=$HOME/.kube/kind go test ./...
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "${root}"
+start=${SECONDS}
+log() { printf '==> %s\n' "$*" >&2; }
+
+tools/build.sh
+
+log "checking generated files"
+make --no-print-directory verify-generate
+log "gofmt and go vet"
+make --no-print-directory lint
+
+started=false
+if ! hack/cluster.sh status; then
+	started=true
+	trap 'hack/cluster.sh down' EXIT
+fi
+hack/cluster.sh up
+KUBECONFIG="$(hack/cluster.sh kubeconfig)"
+export KUBECONFIG
+
+log "go test ./... (cluster started by this run: ${started})"
+# shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
+go test ${GO_TEST_FLAGS:--count=1 -timeout 30m} ./...
+log "all tests passed in $((SECONDS - start))s"

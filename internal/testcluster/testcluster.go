@@ -1,0 +1,214 @@
+// Package testcluster gives tests a real Kubernetes API server with the
+// agentsandbox.dev CRDs installed.
+//
+// With KUBECONFIG set, tests use that cluster (a kind cluster, say) unchanged.
+// Without it they start, or reuse, the local kwok cluster of hack/cluster.sh,
+// which `make test` brings up and tears down around the whole run. Tests take
+// unique names from Name, so packages and parallel tests share one cluster.
+package testcluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/config/crd"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
+)
+
+// FieldManager is the server-side apply field manager of test setup writes.
+const FieldManager = "agentsandbox-tests"
+
+var (
+	once    sync.Once
+	cluster *Cluster
+	err     error
+)
+
+// Cluster is the API server the tests of one package run against.
+type Cluster struct {
+	// Kubeconfig is the path of an admin kubeconfig.
+	Kubeconfig string
+	// Local is true for the kwok cluster of hack/cluster.sh, whose files
+	// (such as the audit log) the tests may read.
+	Local bool
+	// Config is the admin REST config.
+	Config *rest.Config
+	// Client is an admin client with the project's scheme.
+	Client client.Client
+}
+
+// Get returns the shared cluster, starting the local one on first use when
+// KUBECONFIG is unset. A cluster that cannot be reached fails the test: a
+// test that needs the API server never passes without one.
+func Get(t testing.TB) *Cluster {
+	t.Helper()
+	once.Do(func() { cluster, err = connect() })
+	if err != nil {
+		t.Fatalf("test cluster: %v", err)
+	}
+	return cluster
+}
+
+func connect() (*Cluster, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	local, err := clusterScript(root, "kubeconfig")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Kubeconfig: os.Getenv("KUBECONFIG")}
+	if c.Kubeconfig == "" {
+		if _, err := clusterScript(root, "up"); err != nil {
+			return nil, err
+		}
+		c.Kubeconfig = local
+	}
+	c.Local = c.Kubeconfig == local
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("failed to load kubeconfig %s: %w", c.Kubeconfig, err)
+	}
+	// Tests create objects in bursts; client-side throttling would only
+	// measure the limiter.
+	cfg.QPS, cfg.Burst = 500, 1000
+	c.Config = cfg
+	if c.Client, err = client.New(cfg, client.Options{Scheme: reconcile.Scheme}); err != nil {
+		return nil, fmt.Errorf("failed to create client: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := InstallCRDs(ctx, c.Client); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// InstallCRDs applies the generated CRDs and waits until they are served.
+func InstallCRDs(ctx context.Context, c client.Client) error {
+	crds, err := crd.All()
+	if err != nil {
+		return err
+	}
+	for _, want := range crds {
+		want.TypeMeta.APIVersion = apiextensionsv1.SchemeGroupVersion.String()
+		want.TypeMeta.Kind = "CustomResourceDefinition"
+		u, err := toUnstructured(want)
+		if err != nil {
+			return err
+		}
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			return fmt.Errorf("failed to apply CRD %s: %w", want.Name, err)
+		}
+	}
+	for _, want := range crds {
+		var lastErr error
+		err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			got := &apiextensionsv1.CustomResourceDefinition{}
+			if lastErr = c.Get(ctx, client.ObjectKey{Name: want.Name}, got); lastErr != nil {
+				return false, nil
+			}
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			return fmt.Errorf("CRD %s not established: %w (last error: %v)", want.Name, err, lastErr)
+		}
+	}
+	return nil
+}
+
+// Name returns a name unique to this test run: prefix, a dash and eight hex
+// digits, so parallel tests and repeated runs never collide.
+func Name(prefix string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// RepoRoot finds the repository root (the directory of go.mod) from the
+// test's working directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "hack", "cluster.sh")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no repository root (with hack/cluster.sh) above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// clusterScript runs hack/cluster.sh with one argument and returns its
+// trimmed standard output; progress goes to the test's stderr.
+func clusterScript(root, arg string) (string, error) {
+	cmd := exec.Command(filepath.Join(root, "hack", "cluster.sh"), arg)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/cluster.sh %s: %w", arg, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+// Kubectl runs the kubectl built by tools/build.sh against the cluster and
+// returns its standard output; a failure fails the test with kubectl's
+// standard error.
+func (c *Cluster) Kubectl(t testing.TB, args ...string) string {
+	t.Helper()
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := exec.Command(filepath.Join(root, "tools", "build.sh"), "--print-bin", "kube").Output()
+	if err != nil {
+		t.Fatalf("locating kubectl: %v", err)
+	}
+	// A private discovery cache: the shared one under ~/.kube/cache may
+	// predate the CRDs (a recreated cluster reuses host and port).
+	flags := []string{"--kubeconfig", c.Kubeconfig, "--cache-dir", t.TempDir()}
+	cmd := exec.Command(filepath.Join(strings.TrimSpace(string(dir)), "kubectl"), append(flags, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out)
+}

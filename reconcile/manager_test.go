@@ -1,0 +1,112 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
+)
+
+// TestManagerServesHealthMetricsAndLeads runs the manager against the real
+// API server: it must answer its probes, export metrics, hold the leader
+// Lease while running and release it on shutdown.
+func TestManagerServesHealthMetricsAndLeads(t *testing.T) {
+	cluster := testcluster.Get(t)
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("leader")}}
+	if err := cluster.Client.Create(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Client.Delete(ctx, ns) })
+
+	health, metrics := freeAddr(t), freeAddr(t)
+	mgr, err := reconcile.NewManager(cluster.Config, reconcile.ManagerOptions{
+		MetricsAddr: metrics, HealthAddr: health,
+		LeaderElection: true, LeaderElectionNamespace: ns.Name,
+		GracefulShutdownTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(runCtx) }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			stop()
+			<-done
+		}
+	})
+
+	for _, probe := range []string{"/healthz", "/readyz"} {
+		waitFor(t, "GET "+probe+" = 200", func() bool { return get(health, probe) == http.StatusOK })
+	}
+	waitFor(t, "metrics exported", func() bool {
+		resp, err := http.Get("http://" + metrics + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(body), "rest_client_requests_total")
+	})
+	lease := &coordinationv1.Lease{}
+	key := client.ObjectKey{Namespace: ns.Name, Name: reconcile.LeaderElectionID}
+	waitFor(t, "leader lease held", func() bool {
+		return cluster.Client.Get(ctx, key, lease) == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != ""
+	})
+
+	stop()
+	stopped = true
+	if err := <-done; err != nil {
+		t.Fatalf("manager stopped with an error: %v", err)
+	}
+	if err := cluster.Client.Get(ctx, key, lease); err != nil {
+		t.Fatal(err)
+	}
+	if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
+		t.Errorf("lease still held by %q after shutdown: a new replica would wait for it to expire", *lease.Spec.HolderIdentity)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func get(addr, path string) int {
+	resp, err := http.Get(fmt.Sprintf("http://%s%s", addr, path))
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true,
+		func(context.Context) (bool, error) { return cond(), nil })
+	if err != nil {
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
