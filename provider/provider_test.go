@@ -180,4 +180,3 @@ func TestHostWithoutSchemeGetsHTTPS(t *testing.T) {
 		t.Errorf("host %q token %q", cfg.Host, cfg.BearerToken)
 	}
 }
-
