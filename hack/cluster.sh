@@ -8,6 +8,7 @@
 #   hack/cluster.sh down      stop every process and delete the cluster state
 #   hack/cluster.sh status    exit 0 when the cluster answers
 #   hack/cluster.sh kubeconfig  print the kubeconfig path
+#   hack/cluster.sh audit-log   print the audit log path
 #
 # The admin kubeconfig is written to $AGENTSANDBOX_CACHE/kubeconfig
 # (default ~/.cache/agentsandbox/kubeconfig). RBAC is on and the audit policy
@@ -118,8 +119,9 @@ up) up ;;
 down) down ;;
 status) healthy ;;
 kubeconfig) echo "${kubeconfig}" ;;
+audit-log) echo "${KWOK_WORKDIR}/clusters/${name}/logs/audit.log" ;;
 *)
-	echo "usage: $0 up|down|status|kubeconfig" >&2
+	echo "usage: $0 up|down|status|kubeconfig|audit-log" >&2
 	exit 2
 	;;
 esac

@@ -46,8 +46,10 @@ type Cluster struct {
 	// Kubeconfig is the path of an admin kubeconfig.
 	Kubeconfig string
 	// Local is true for the kwok cluster of hack/cluster.sh, whose files
-	// (such as the audit log) the tests may read.
+	// the tests may read.
 	Local bool
+	// AuditLog is the local cluster's audit log; empty for other clusters.
+	AuditLog string
 	// Config is the admin REST config.
 	Config *rest.Config
 	// Client is an admin client with the project's scheme.
@@ -82,7 +84,11 @@ func connect() (*Cluster, error) {
 		}
 		c.Kubeconfig = local
 	}
-	c.Local = c.Kubeconfig == local
+	if c.Local = c.Kubeconfig == local; c.Local {
+		if c.AuditLog, err = clusterScript(root, "audit-log"); err != nil {
+			return nil, err
+		}
+	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("failed to load kubeconfig %s: %w", c.Kubeconfig, err)
