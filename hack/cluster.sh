@@ -70,6 +70,44 @@ lock() {
 	flock 9
 }
 
+# Persistent workspaces need volumes, and nothing provisions them on a kwok
+# cluster: a default StorageClass without a provisioner and a pool of
+# pre-created PersistentVolumes (never mounted: kwok runs no containers) that
+# the PV controller binds claims to. Released volumes are recreated on the
+# next `up`.
+local_volumes=100
+
+storage_manifest() {
+	cat <<YAML
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: standard
+  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: Immediate
+reclaimPolicy: Retain
+---
+YAML
+	local i
+	for ((i = 0; i < local_volumes; i++)); do
+		cat <<YAML
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: local-${i}
+  labels: {agentsandbox.dev/local-volume: "true"}
+spec:
+  storageClassName: standard
+  capacity: {storage: 100Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  hostPath: {path: /tmp/agentsandbox-local-${i}}
+---
+YAML
+	done
+}
+
 up() {
 	"${root}/tools/build.sh" etcd kwok kube
 	lock
@@ -92,13 +130,23 @@ up() {
 			--kube-audit-policy "${root}/hack/cluster/audit-policy.yaml" \
 			--kubeconfig "${kubeconfig}" --wait 2m >&2 9>&-
 	fi
-	log "installing CRDs"
+	log "installing CRDs, RBAC and admission policies (config/ without the Deployment)"
 	kubectl apply --server-side --force-conflicts -f "${root}/config/crd/bases" >/dev/null
 	kubectl wait --for condition=Established --timeout 60s -f "${root}/config/crd/bases" >/dev/null
+	kubectl apply --server-side --force-conflicts -f "${root}/config/manager/namespace.yaml" \
+		-f "${root}/config/rbac" -f "${root}/config/admission" >/dev/null
 	log "adding kwok nodes (${general_nodes} general, ${gvisor_nodes} gvisor)"
 	{ node_manifest general "${general_nodes}"; node_manifest gvisor "${gvisor_nodes}"; } |
 		kubectl apply --server-side -f - >/dev/null
 	kubectl wait --for condition=Ready --timeout 60s node --all >/dev/null
+	log "adding ${local_volumes} local volumes for persistent workspaces"
+	released="$(kubectl get pv -l agentsandbox.dev/local-volume -o jsonpath='{range .items[?(@.status.phase=="Released")]}{.metadata.name}{" "}{end}')"
+	if [[ -n "${released}" ]]; then
+		# shellcheck disable=SC2086 # a list of names
+		kubectl delete pv --wait=false ${released} >/dev/null
+		kubectl wait --for=delete --timeout 60s pv ${released} >/dev/null 2>&1 || true
+	fi
+	storage_manifest | kubectl apply --server-side -f - >/dev/null
 	log "cluster ready: export KUBECONFIG=${kubeconfig}"
 }
 

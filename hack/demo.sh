@@ -1,12 +1,9 @@
 #!/usr/bin/env bash
-# `make demo`: the local cluster (already started by `make cluster-up`), the
-# example declarations of examples/gitops applied with server-side apply, and
-# the reconciler started against it until it is healthy and leading.
-#
-# The controllers that turn the declarations into namespaces, pods and warm
-# pools come with the Controllers issues; until then the demo shows the API
-# (the five kinds, their validation and printer columns) and a healthy,
-# leader-elected reconciler.
+# `make demo`: on the local cluster (make cluster-up), run the reconciler,
+# apply the example declarations of examples/gitops with server-side apply,
+# and show the sandbox claimed from the warm pool become Ready in its own
+# isolated namespace. The reconciler stops when the demo ends; the cluster and
+# the objects stay for you to explore.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,35 +13,45 @@ export KUBECONFIG
 kubectl() { "$(tools/build.sh --print-bin kube)/kubectl" "$@"; }
 log() { printf '\n==> %s\n' "$*" >&2; }
 
-log "applying examples/gitops (server-side apply, field manager agentsandbox-demo)"
-kubectl apply --server-side --field-manager agentsandbox-demo -f examples/gitops/
-
-log "kubectl get agentsandbox"
-kubectl get agentsandbox -o wide
-
 namespace=agentsandbox-system
-kubectl create namespace "${namespace}" --dry-run=client -o yaml | kubectl apply --server-side -f - >/dev/null
-log "starting the reconciler (bin/agentsandbox reconcile)"
-logfile="$(mktemp)"
+log "starting the reconciler: bin/agentsandbox reconcile (log in ${root}/bin/reconcile.log)"
 bin/agentsandbox reconcile --leader-election-namespace "${namespace}" \
-	--health-addr 127.0.0.1:18081 --metrics-addr 127.0.0.1:18080 >"${logfile}" 2>&1 &
+	--health-addr 127.0.0.1:18081 --metrics-addr 127.0.0.1:18080 >bin/reconcile.log 2>&1 &
 pid=$!
-trap 'kill ${pid} 2>/dev/null || true; wait ${pid} 2>/dev/null || true; rm -f "${logfile}"' EXIT
+trap 'kill ${pid} 2>/dev/null || true; wait ${pid} 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do
-	if curl -fsS http://127.0.0.1:18081/readyz >/dev/null 2>&1 &&
-		[[ -n "$(kubectl -n "${namespace}" get lease agentsandbox-reconciler -o jsonpath='{.spec.holderIdentity}' 2>/dev/null)" ]]; then
-		break
-	fi
-	kill -0 "${pid}" 2>/dev/null || { cat "${logfile}" >&2; exit 1; }
+	curl -fsS http://127.0.0.1:18081/readyz >/dev/null 2>&1 && break
+	kill -0 "${pid}" 2>/dev/null || { cat bin/reconcile.log >&2; exit 1; }
 	sleep 0.2
 done
 echo "readyz: $(curl -fsS http://127.0.0.1:18081/readyz)"
-echo "leader: $(kubectl -n "${namespace}" get lease agentsandbox-reconciler -o jsonpath='{.spec.holderIdentity}')"
-echo "metrics: $(curl -fsS http://127.0.0.1:18080/metrics | grep -c '^[a-z]') series"
 
-log "demo done; the cluster keeps running"
+log "applying examples/gitops (server-side apply, field manager agentsandbox-demo)"
+kubectl apply --server-side --field-manager agentsandbox-demo -f examples/gitops/
+
+log "waiting for sandbox alice-scratch to be Ready"
+start=$(date +%s%N)
+kubectl wait --for condition=Ready --timeout 2m sandbox/alice-scratch
+echo "Ready $(((($(date +%s%N) - start) / 1000000))) ms after the apply"
+
+log "kubectl get agentsandbox -o wide"
+kubectl get agentsandbox -o wide
+
+log "what the sandbox is made of: kubectl -n sandbox-alice-scratch get ..."
+kubectl -n sandbox-alice-scratch get pod,pvc,networkpolicy,resourcequota,limitrange,rolebinding
+kubectl get namespace sandbox-alice-scratch --show-labels
+
+log "only the owner may exec into it"
+echo "alice@example.com may exec: $(kubectl auth can-i create pods/exec -n sandbox-alice-scratch --as alice@example.com || true)"
+echo "bob@example.com may exec:   $(kubectl auth can-i create pods/exec -n sandbox-alice-scratch --as bob@example.com || true)"
+
+log "reconciler metrics"
+curl -fsS http://127.0.0.1:18080/metrics | grep -E '^agentsandbox_' || true
+
+log "demo done; the cluster keeps running (the reconciler stops with the demo)"
 cat <<TEXT
   export KUBECONFIG=${KUBECONFIG}
-  kubectl get agentsandbox          # (kubectl: $(tools/build.sh --print-bin kube)/kubectl)
-  make cluster-down                 # stop it
+  alias kubectl=$(tools/build.sh --print-bin kube)/kubectl
+  bin/agentsandbox reconcile --leader-election-namespace ${namespace}   # run the reconciler again
+  make cluster-down                                                     # stop the cluster
 TEXT

@@ -23,13 +23,13 @@ type SandboxSpec struct {
 
 	// Owner is the Kubernetes identity (user or service account) the sandbox
 	// belongs to; only the owner may exec into it, forward its ports and read
-	// its logs. Clients set it to the caller's identity and admission refuses
-	// any other value unless the caller is a sandbox admin.
+	// its logs. Left out, admission sets it to the creator's identity; any
+	// other value is refused unless the creator is a sandbox admin.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="owner is immutable"
 	// +required
-	Owner string `json:"owner"`
+	Owner string `json:"owner,omitempty"`
 
 	// State is the desired state: Running, or Stopped (pod deleted,
 	// namespace and workspace kept).

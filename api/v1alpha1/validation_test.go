@@ -83,7 +83,6 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 		{"warm pool with unknown empty policy", with(warmPool(""), func(o *v1.WarmPool) { o.Spec.WhenEmpty = "Queue" }), "spec.whenEmpty", "Unsupported value"},
 		{"sandbox with both refs", with(sandbox(""), func(o *v1.Sandbox) { o.Spec.WarmPoolRef = &v1.LocalObjectReference{Name: "python"} }), "spec", "exactly one of templateRef and warmPoolRef"},
 		{"sandbox with no ref", with(sandbox(""), func(o *v1.Sandbox) { o.Spec.TemplateRef = nil }), "spec", "exactly one of templateRef and warmPoolRef"},
-		{"sandbox without owner", with(sandbox(""), func(o *v1.Sandbox) { o.Spec.Owner = "" }), "spec.owner", ""},
 		{"sandbox with unknown state", with(sandbox(""), func(o *v1.Sandbox) { o.Spec.State = "Paused" }), "spec.state", "Unsupported value"},
 		{"sandbox with shutdown time and ttl", with(sandbox(""), func(o *v1.Sandbox) {
 			o.Spec.TTL = &metav1.Duration{Duration: time.Hour}

@@ -38,6 +38,9 @@ service account, or the kubeconfig named by --kubeconfig / $KUBECONFIG.`,
 			if err != nil {
 				return err
 			}
+			if err := reconcile.SetupControllers(mgr); err != nil {
+				return err
+			}
 			ctrl.Log.Info("starting reconciler", "version", version.Version, "commit", version.Commit(),
 				"leaderElection", opts.LeaderElection, "namespace", opts.LeaderElectionNamespace)
 			return mgr.Start(ctrl.SetupSignalHandler())

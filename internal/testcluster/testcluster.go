@@ -8,10 +8,14 @@
 package testcluster
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,9 +28,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/config/crd"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
@@ -61,11 +67,17 @@ type Cluster struct {
 // test that needs the API server never passes without one.
 func Get(t testing.TB) *Cluster {
 	t.Helper()
-	once.Do(func() { cluster, err = connect() })
+	c, err := Connect()
 	if err != nil {
 		t.Fatalf("test cluster: %v", err)
 	}
-	return cluster
+	return c
+}
+
+// Connect is Get for TestMain, where there is no testing.TB yet.
+func Connect() (*Cluster, error) {
+	once.Do(func() { cluster, err = connect() })
+	return cluster, err
 }
 
 func connect() (*Cluster, error) {
@@ -105,7 +117,54 @@ func connect() (*Cluster, error) {
 	if err := InstallCRDs(ctx, c.Client); err != nil {
 		return nil, err
 	}
+	if err := applyManifests(ctx, c.Client, installManifests(root)...); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// installManifests are the parts of config/ a cluster needs besides the CRDs
+// for the controllers to work as installed: the namespace, RBAC and the
+// admission policies (not the Deployment: tests run the reconciler
+// in-process).
+func installManifests(root string) []string {
+	files := []string{filepath.Join(root, "config", "manager", "namespace.yaml")}
+	for _, dir := range []string{"rbac", "admission"} {
+		matches, _ := filepath.Glob(filepath.Join(root, "config", dir, "*.yaml"))
+		files = append(files, matches...)
+	}
+	return files
+}
+
+// applyManifests server-side applies every object of the YAML files.
+func applyManifests(ctx context.Context, c client.Client, files ...string) error {
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return err
+		}
+		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for {
+			doc, err := reader.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", file, err)
+			}
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+				return fmt.Errorf("%s: %w", file, err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+				return fmt.Errorf("%s: failed to apply %s %s: %w", file, u.GetKind(), u.GetName(), err)
+			}
+		}
+	}
+	return nil
 }
 
 // InstallCRDs applies the generated CRDs and waits until they are served.

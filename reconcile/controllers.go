@@ -1,0 +1,19 @@
+package reconcile
+
+import (
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/template"
+)
+
+// SetupControllers registers every controller of the reconciler with mgr.
+func SetupControllers(mgr ctrl.Manager) error {
+	if err := template.NewReconciler(mgr).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := sandbox.NewReconciler(mgr).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return sandbox.RegisterPhaseMetric(mgr)
+}

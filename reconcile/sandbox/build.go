@@ -1,0 +1,300 @@
+package sandbox
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+)
+
+// Names of the objects in every sandbox namespace. Fixed names make the
+// objects easy to find and impossible to duplicate.
+const (
+	PodName       = "sandbox"
+	ContainerName = "sandbox"
+	WorkspaceName = "workspace"
+	// OwnerClusterRole grants exec, port-forward and log access to pods; a
+	// RoleBinding in the sandbox namespace scopes it to the sandbox. Binding
+	// a shipped ClusterRole (the reconciler may only `bind` that one) keeps
+	// the reconciler from needing exec rights itself, which creating an
+	// equivalent Role would require.
+	OwnerClusterRole = "agentsandbox-sandbox-owner"
+	// NamespacePrefix makes sandbox namespaces recognisable and keeps a
+	// sandbox named "kube-system" from claiming that namespace.
+	NamespacePrefix = "sandbox-"
+	// AnnotationOwner keeps the full owner identity on the namespace; the
+	// owner label holds a label-safe form of it.
+	AnnotationOwner = "agentsandbox.dev/owner"
+)
+
+// NamespaceName is the namespace a sandbox runs in.
+func NamespaceName(sandboxName string) string { return NamespacePrefix + sandboxName }
+
+// blueprint is everything a sandbox's objects are derived from.
+type blueprint struct {
+	sandbox  *v1.Sandbox
+	template *v1.SandboxTemplate
+	// nodePool is nil when the template runs on the default runtime.
+	nodePool *v1.NodePool
+	// env is the template's environment with the sandbox's overrides.
+	env []v1.EnvVar
+}
+
+func managedLabels() map[string]string {
+	return map[string]string{v1.LabelManagedBy: v1.ManagedByValue}
+}
+
+// labels mark every object of a sandbox with its sandbox, owner and origin.
+func (b blueprint) labels() map[string]string {
+	l := managedLabels()
+	l[v1.LabelSandbox] = b.sandbox.Name
+	l[v1.LabelOwner] = labelSafe(b.sandbox.Spec.Owner)
+	l[v1.LabelTemplate] = b.template.Name
+	if ref := b.sandbox.Spec.WarmPoolRef; ref != nil {
+		l[v1.LabelWarmPool] = ref.Name
+	}
+	return l
+}
+
+var labelUnsafe = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
+
+// labelSafe maps an identity such as "system:serviceaccount:ci:agent" or
+// "alice@example.com" to a label value; identities that had to be changed or
+// shortened get a hash suffix so two owners never share a value.
+func labelSafe(owner string) string {
+	safe := strings.Trim(labelUnsafe.ReplaceAllString(owner, "_"), "_.-")
+	if safe == owner && len(safe) <= 63 {
+		return safe
+	}
+	sum := sha256.Sum256([]byte(owner))
+	suffix := hex.EncodeToString(sum[:4])
+	if len(safe) > 54 {
+		safe = safe[:54]
+	}
+	return strings.Trim(safe, "_.-") + "-" + suffix
+}
+
+// namespace is owned by the sandbox, so deleting the sandbox deletes the
+// namespace and, with it, everything inside.
+func (b blueprint) namespace() *corev1.Namespace {
+	l := b.labels()
+	l["pod-security.kubernetes.io/enforce"] = "restricted"
+	l["pod-security.kubernetes.io/enforce-version"] = "latest"
+	l["pod-security.kubernetes.io/warn"] = "restricted"
+	l["pod-security.kubernetes.io/audit"] = "restricted"
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name:        NamespaceName(b.sandbox.Name),
+		Labels:      l,
+		Annotations: map[string]string{AnnotationOwner: b.sandbox.Spec.Owner},
+		OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: v1.GroupVersion.String(), Kind: "Sandbox", Name: b.sandbox.Name, UID: b.sandbox.UID,
+			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+		}},
+	}}
+}
+
+// overhead is the node pool runtime's per-pod cost, which quota counts.
+func (b blueprint) overhead() corev1.ResourceList {
+	if b.nodePool == nil {
+		return nil
+	}
+	return b.nodePool.Spec.Overhead
+}
+
+// resourceQuota caps the namespace at one pod of the template's size (plus
+// the runtime overhead) and at most the workspace volume.
+func (b blueprint) resourceQuota() *corev1.ResourceQuota {
+	hard := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}
+	res := b.template.Spec.Resources
+	for name, q := range res.Requests {
+		hard["requests."+name] = plus(q, b.overhead()[name])
+	}
+	for name, q := range res.Limits {
+		hard["limits."+name] = plus(q, b.overhead()[name])
+	}
+	ws := b.template.Spec.Workspace
+	if ws.Persistent {
+		hard[corev1.ResourcePersistentVolumeClaims] = resource.MustParse("1")
+		hard[corev1.ResourceRequestsStorage] = workspaceSize(ws)
+	} else {
+		hard[corev1.ResourcePersistentVolumeClaims] = resource.MustParse("0")
+	}
+	return &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "sandbox", Namespace: NamespaceName(b.sandbox.Name), Labels: managedLabels()},
+		Spec:       corev1.ResourceQuotaSpec{Hard: hard},
+	}
+}
+
+func plus(a, b resource.Quantity) resource.Quantity {
+	a.Add(b)
+	return a
+}
+
+// limitRange gives any container the template's resources by default and
+// caps it there, so nothing started in the namespace outgrows the template.
+func (b blueprint) limitRange() *corev1.LimitRange {
+	res := b.template.Spec.Resources
+	return &corev1.LimitRange{
+		ObjectMeta: metav1.ObjectMeta{Name: "sandbox", Namespace: NamespaceName(b.sandbox.Name), Labels: managedLabels()},
+		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+			Type:           corev1.LimitTypeContainer,
+			Default:        res.Limits,
+			DefaultRequest: res.Requests,
+			Max:            res.Limits,
+		}}},
+	}
+}
+
+// ownerSubject is the RBAC subject of a Kubernetes identity.
+func ownerSubject(owner string) rbacv1.Subject {
+	if rest, ok := strings.CutPrefix(owner, "system:serviceaccount:"); ok {
+		if ns, name, ok := strings.Cut(rest, ":"); ok {
+			return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}
+		}
+	}
+	return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: owner}
+}
+
+// roleBinding lets the owner, and only the owner, use the sandbox's pod.
+func (b blueprint) roleBinding() *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "sandbox-owner", Namespace: NamespaceName(b.sandbox.Name), Labels: managedLabels()},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: OwnerClusterRole},
+		Subjects:   []rbacv1.Subject{ownerSubject(b.sandbox.Spec.Owner)},
+	}
+}
+
+func workspaceSize(ws v1.Workspace) resource.Quantity {
+	if ws.Size != nil {
+		return *ws.Size
+	}
+	return resource.MustParse("1Gi")
+}
+
+// workspaceClaim is the persistent workspace; nil for an ephemeral one.
+func (b blueprint) workspaceClaim() *corev1.PersistentVolumeClaim {
+	ws := b.template.Spec.Workspace
+	if !ws.Persistent {
+		return nil
+	}
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: WorkspaceName, Namespace: NamespaceName(b.sandbox.Name), Labels: b.labels()},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ws.StorageClassName,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: workspaceSize(ws)}},
+		},
+	}
+}
+
+// pod is the sandbox itself: non-root, no capabilities, no privilege
+// escalation, RuntimeDefault seccomp, no service account token, on the node
+// pool's runtime. RuntimeClass admission adds the pool's node selector,
+// tolerations and overhead.
+func (b blueprint) pod() *corev1.Pod {
+	spec := b.template.Spec
+	ws := spec.Workspace
+	mountPath := ws.MountPath
+	if mountPath == "" {
+		mountPath = "/workspace"
+	}
+	workingDir := spec.WorkingDir
+	if workingDir == "" {
+		workingDir = mountPath
+	}
+	volume := corev1.Volume{Name: WorkspaceName}
+	if ws.Persistent {
+		volume.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: WorkspaceName}
+	} else {
+		volume.EmptyDir = &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(workspaceSize(ws))}
+	}
+	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	container := corev1.Container{
+		Name:            ContainerName,
+		Image:           spec.Image,
+		ImagePullPolicy: spec.ImagePullPolicy,
+		Command:         spec.Command,
+		Args:            spec.Args,
+		WorkingDir:      workingDir,
+		Resources:       corev1.ResourceRequirements{Requests: spec.Resources.Requests, Limits: spec.Resources.Limits},
+		VolumeMounts:    []corev1.VolumeMount{{Name: WorkspaceName, MountPath: mountPath}},
+		SecurityContext: &corev1.SecurityContext{
+			RunAsNonRoot:             ptr.To(true),
+			AllowPrivilegeEscalation: ptr.To(false),
+			Privileged:               ptr.To(false),
+			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			ReadOnlyRootFilesystem:   ptr.To(spec.SecurityContext.ReadOnlyRootFilesystem),
+			SeccompProfile:           seccomp,
+		},
+	}
+	for _, e := range b.env {
+		container.Env = append(container.Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
+	}
+	for _, p := range spec.Ports {
+		proto := corev1.Protocol(p.Protocol)
+		if proto == "" {
+			proto = corev1.ProtocolTCP
+		}
+		container.Ports = append(container.Ports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.ContainerPort, Protocol: proto})
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: PodName, Namespace: NamespaceName(b.sandbox.Name), Labels: b.labels()},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken:  ptr.To(false),
+			EnableServiceLinks:            ptr.To(false),
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+			TerminationGracePeriodSeconds: ptr.To[int64](10),
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot:   ptr.To(true),
+				RunAsUser:      spec.SecurityContext.RunAsUser,
+				RunAsGroup:     spec.SecurityContext.RunAsGroup,
+				FSGroup:        spec.SecurityContext.FSGroup,
+				SeccompProfile: seccomp,
+			},
+			Containers: []corev1.Container{container},
+			Volumes:    []corev1.Volume{volume},
+		},
+	}
+	if b.nodePool != nil {
+		pod.Spec.RuntimeClassName = ptr.To(b.nodePool.Name)
+	}
+	return pod
+}
+
+// mergeEnv applies the sandbox's environment to the template's as the
+// template's envVarsInjectionPolicy allows, or says why it may not.
+func mergeEnv(tpl v1.SandboxTemplateSpec, overrides []v1.EnvVar) ([]v1.EnvVar, error) {
+	if len(overrides) == 0 {
+		return tpl.Env, nil
+	}
+	policy := tpl.EnvVarsInjectionPolicy
+	if policy == "" || policy == v1.EnvVarsInjectionDisallowed {
+		return nil, fmt.Errorf("spec.env is set but the template's envVarsInjectionPolicy is Disallowed")
+	}
+	merged := append([]v1.EnvVar(nil), tpl.Env...)
+	index := map[string]int{}
+	for i, e := range merged {
+		index[e.Name] = i
+	}
+	for _, e := range overrides {
+		i, exists := index[e.Name]
+		switch {
+		case !exists:
+			merged = append(merged, e)
+		case policy == v1.EnvVarsInjectionOverrides:
+			merged[i] = e
+		default:
+			return nil, fmt.Errorf("spec.env[%s] overrides a template variable, which envVarsInjectionPolicy Allowed does not permit (Overrides would)", e.Name)
+		}
+	}
+	return merged, nil
+}

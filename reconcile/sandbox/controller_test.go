@@ -1,0 +1,162 @@
+package sandbox_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
+)
+
+func TestColdStartBuildsAnIsolatedSandbox(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	tpl := newTemplate(t, c, nil)
+	sbx := newSandbox(t, c, tpl, nil)
+
+	got := waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
+	assertIsolated(t, c, got)
+	s := got.Status
+	if s.Phase != v1.SandboxPhaseRunning || s.Namespace != "sandbox-"+sbx.Name || s.PodName != sandbox.PodName ||
+		s.PodIP == "" || s.LaunchType != v1.LaunchCold {
+		t.Errorf("status %+v", s)
+	}
+	if s.RequestedAt == nil || s.ReadyAt == nil || s.ReadyAt.Before(s.RequestedAt) {
+		t.Errorf("timestamps requested %v ready %v", s.RequestedAt, s.ReadyAt)
+	}
+	pod := &corev1.Pod{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: s.Namespace, Name: s.PodName}, pod); err != nil {
+		t.Fatal(err)
+	}
+	if pod.Spec.Containers[0].Image != tpl.Spec.Image || pod.Spec.Volumes[0].EmptyDir == nil {
+		t.Errorf("pod does not follow the template: image %s volumes %+v", pod.Spec.Containers[0].Image, pod.Spec.Volumes)
+	}
+	hasEvent(t, c, sbx, string(v1.SandboxPhaseRunning), "changed by kwok-admin")
+}
+
+func TestStopAndStartKeepTheWorkspace(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	ctx := context.Background()
+	tpl := newTemplate(t, c, func(tpl *v1.SandboxTemplate) { tpl.Spec.Workspace.Persistent = true })
+	sbx := newSandbox(t, c, tpl, nil)
+	waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
+	ns := sandbox.NamespaceName(sbx.Name)
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox.WorkspaceName}, pvc); err != nil {
+		t.Fatalf("workspace claim: %v", err)
+	}
+	firstPod := &corev1.Pod{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox.PodName}, firstPod); err != nil {
+		t.Fatal(err)
+	}
+
+	setState(t, c, sbx, v1.SandboxStopped)
+	stopped := waitCondition(t, c, sbx, metav1.ConditionFalse, sandbox.ReasonStopped)
+	if stopped.Status.Phase != v1.SandboxPhaseStopped || stopped.Status.PodName != "" {
+		t.Errorf("stopped status %+v", stopped.Status)
+	}
+	eventually(t, "pod deleted", func() (bool, string) {
+		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox.PodName}, &corev1.Pod{})
+		return apierrors.IsNotFound(err), "pod still there"
+	})
+	assertIsolated(t, c, stopped)
+
+	setState(t, c, sbx, v1.SandboxRunning)
+	waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
+	again := &corev1.PersistentVolumeClaim{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox.WorkspaceName}, again); err != nil || again.UID != pvc.UID {
+		t.Fatalf("workspace claim after restart: uid %s, was %s (err %v)", again.UID, pvc.UID, err)
+	}
+	secondPod := &corev1.Pod{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox.PodName}, secondPod); err != nil {
+		t.Fatal(err)
+	}
+	if secondPod.UID == firstPod.UID || secondPod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != sandbox.WorkspaceName {
+		t.Errorf("restart did not create a new pod on the same claim")
+	}
+	hasEvent(t, c, sbx, string(v1.SandboxPhaseStopped), "alice@example.com")
+}
+
+func TestDeleteLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	ctx := context.Background()
+	tpl := newTemplate(t, c, func(tpl *v1.SandboxTemplate) { tpl.Spec.Workspace.Persistent = true })
+	sbx := newSandbox(t, c, tpl, nil)
+	waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
+	if err := c.Delete(ctx, sbx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "namespace gone", func() (bool, string) {
+		err := c.Get(ctx, types.NamespacedName{Name: sandbox.NamespaceName(sbx.Name)}, &corev1.Namespace{})
+		return apierrors.IsNotFound(err), "namespace still exists"
+	})
+	pvcs := &corev1.PersistentVolumeClaimList{}
+	if err := c.List(ctx, pvcs, client.MatchingLabels{v1.LabelSandbox: sbx.Name}); err != nil || len(pvcs.Items) != 0 {
+		t.Errorf("claims left: %d (%v)", len(pvcs.Items), err)
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	ctx := context.Background()
+	tpl := newTemplate(t, c, nil)
+
+	stop := newSandbox(t, c, tpl, func(s *v1.Sandbox) {
+		s.Spec.TTL = &metav1.Duration{Duration: 3 * time.Second}
+		s.Spec.ShutdownPolicy = v1.ShutdownPolicyStop
+	})
+	del := newSandbox(t, c, tpl, func(s *v1.Sandbox) {
+		s.Spec.ShutdownTime = &metav1.Time{Time: time.Now().Add(3 * time.Second)}
+		s.Spec.ShutdownPolicy = v1.ShutdownPolicyDelete
+	})
+	expired := waitCondition(t, c, stop, metav1.ConditionFalse, sandbox.ReasonExpired)
+	if expired.Status.Phase != v1.SandboxPhaseStopped || expired.Status.ShutdownAt == nil {
+		t.Errorf("expired sandbox status %+v", expired.Status)
+	}
+	if err := c.Get(ctx, types.NamespacedName{Name: sandbox.NamespaceName(stop.Name)}, &corev1.Namespace{}); err != nil {
+		t.Errorf("an expired sandbox with policy Stop lost its namespace: %v", err)
+	}
+	eventually(t, "expired sandbox with policy Delete deleted", func() (bool, string) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(del), &v1.Sandbox{})
+		return apierrors.IsNotFound(err), "still there"
+	})
+}
+
+func TestTemplateProblemsAreReported(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	missingPool := newTemplate(t, c, func(tpl *v1.SandboxTemplate) {
+		tpl.Spec.NodePoolRef = &v1.LocalObjectReference{Name: "no-such-pool"}
+	})
+	sbx := newSandbox(t, c, missingPool, nil)
+	// The message names the template and, once the template controller has
+	// looked, the missing node pool.
+	waitCondition(t, c, sbx, metav1.ConditionFalse, sandbox.ReasonTemplateNotReady, missingPool.Name, `NodePool "no-such-pool"`)
+
+	noEnv := newTemplate(t, c, nil)
+	withEnv := newSandbox(t, c, noEnv, func(s *v1.Sandbox) { s.Spec.Env = []v1.EnvVar{{Name: "DEBUG", Value: "1"}} })
+	waitCondition(t, c, withEnv, metav1.ConditionFalse, sandbox.ReasonEnvRejected, "spec.env", "Disallowed")
+
+	missing := newSandbox(t, c, &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "no-such-template"}}, nil)
+	waitCondition(t, c, missing, metav1.ConditionFalse, sandbox.ReasonTemplateNotFound)
+}
+
+func setState(t *testing.T, c client.Client, sbx *v1.Sandbox, state v1.SandboxState) {
+	t.Helper()
+	patch := client.MergeFrom(sbx.DeepCopy())
+	sbx.Spec.State = state
+	if err := c.Patch(context.Background(), sbx, patch); err != nil {
+		t.Fatalf("set state %s: %v", state, err)
+	}
+}

@@ -1,0 +1,116 @@
+package sandbox
+
+import (
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+)
+
+// DefaultBlockedEgress are the ranges a sandbox never reaches through a
+// broader allow rule: link-local (the cloud metadata endpoint lives at
+// 169.254.169.254), the private ranges clusters take pod and service IPs
+// from, and carrier-grade NAT space some clusters use. A rule that names one
+// of them, or a range inside one, allows it explicitly.
+var DefaultBlockedEgress = []netip.Prefix{
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("100.64.0.0/10"),
+	netip.MustParsePrefix("fe80::/10"),
+	netip.MustParsePrefix("fc00::/7"),
+}
+
+// egressExcept returns the rule's exceptions plus every blocked range lying
+// strictly inside the rule's CIDR and not already excepted.
+func egressExcept(cidr netip.Prefix, except []string, blocked []netip.Prefix) []string {
+	out := append([]string(nil), except...)
+	for _, b := range blocked {
+		if b.Addr().Is4() != cidr.Addr().Is4() || b.Bits() <= cidr.Bits() || !cidr.Contains(b.Addr()) {
+			continue
+		}
+		if !coveredBy(b, except) {
+			out = append(out, b.String())
+		}
+	}
+	return out
+}
+
+func coveredBy(p netip.Prefix, except []string) bool {
+	for _, e := range except {
+		if ep, err := netip.ParsePrefix(e); err == nil && ep.Bits() <= p.Bits() && ep.Contains(p.Addr()) {
+			return true
+		}
+	}
+	return false
+}
+
+// networkPolicy denies all ingress and egress of the sandbox namespace except
+// what the template allows.
+func networkPolicy(namespace string, n v1.Network, blocked []netip.Prefix) *networkingv1.NetworkPolicy {
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "sandbox", Namespace: namespace, Labels: managedLabels()},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress:     []networkingv1.NetworkPolicyIngressRule{},
+			Egress:      []networkingv1.NetworkPolicyEgressRule{},
+		},
+	}
+	if n.ClusterDNS == nil || *n.ClusterDNS {
+		np.Spec.Egress = append(np.Spec.Egress, networkingv1.NetworkPolicyEgressRule{
+			To: []networkingv1.NetworkPolicyPeer{{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "kube-system"}},
+				PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+			}},
+			Ports: []networkingv1.NetworkPolicyPort{port(53, nil, v1.Protocol(corev1.ProtocolUDP)), port(53, nil, v1.Protocol(corev1.ProtocolTCP))},
+		})
+	}
+	for _, rule := range n.Egress {
+		cidr, err := netip.ParsePrefix(rule.CIDR)
+		if err != nil {
+			continue // the template controller refuses such templates
+		}
+		np.Spec.Egress = append(np.Spec.Egress, networkingv1.NetworkPolicyEgressRule{
+			To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: rule.CIDR, Except: egressExcept(cidr, rule.Except, blocked)}}},
+			Ports: ports(rule.Ports),
+		})
+	}
+	for _, peer := range n.IngressFrom {
+		p := networkingv1.NetworkPolicyPeer{}
+		if peer.NamespaceLabels != nil || peer.PodLabels != nil {
+			// A pod selector alone would mean "pods of the sandbox's own
+			// namespace"; the peer means pods anywhere unless narrowed.
+			p.NamespaceSelector = &metav1.LabelSelector{MatchLabels: peer.NamespaceLabels}
+		}
+		if peer.PodLabels != nil {
+			p.PodSelector = &metav1.LabelSelector{MatchLabels: peer.PodLabels}
+		}
+		np.Spec.Ingress = append(np.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{
+			From: []networkingv1.NetworkPolicyPeer{p}, Ports: ports(peer.Ports),
+		})
+	}
+	return np
+}
+
+func ports(in []v1.NetworkPort) []networkingv1.NetworkPolicyPort {
+	var out []networkingv1.NetworkPolicyPort
+	for _, p := range in {
+		out = append(out, port(p.Port, p.EndPort, p.Protocol))
+	}
+	return out
+}
+
+func port(number int32, end *int32, protocol v1.Protocol) networkingv1.NetworkPolicyPort {
+	if protocol == "" {
+		protocol = v1.Protocol(corev1.ProtocolTCP)
+	}
+	proto := corev1.Protocol(protocol)
+	p := intstr.FromInt32(number)
+	return networkingv1.NetworkPolicyPort{Protocol: &proto, Port: &p, EndPort: end}
+}

@@ -1,0 +1,78 @@
+package sandbox
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+)
+
+// Condition reasons of a Sandbox.
+const (
+	ReasonReady            = "PodReady"
+	ReasonStarting         = "PodStarting"
+	ReasonStopped          = "Stopped"
+	ReasonStopping         = "Stopping"
+	ReasonExpired          = "Expired"
+	ReasonTemplateNotFound = "TemplateNotFound"
+	ReasonTemplateNotReady = "TemplateNotReady"
+	ReasonWarmPoolNotFound = "WarmPoolNotFound"
+	ReasonEnvRejected      = "EnvVarsInjectionRejected"
+	ReasonPodFailed        = "PodFailed"
+)
+
+// podReady is the Ready rule: the pod is Running, Ready and has an IP.
+func podReady(pod *corev1.Pod) bool {
+	if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// observed is what one reconcile saw of a sandbox's pod.
+type observed struct {
+	desired v1.SandboxState
+	pod     *corev1.Pod
+	expired bool
+}
+
+// phaseOf summarises the observation, with the Ready reason and message.
+func phaseOf(o observed) (phase v1.SandboxPhase, ready bool, reason, message string) {
+	switch {
+	case o.desired == v1.SandboxStopped && o.pod == nil:
+		if o.expired {
+			return v1.SandboxPhaseStopped, false, ReasonExpired, "lifetime ended; the pod is gone and the workspace kept"
+		}
+		return v1.SandboxPhaseStopped, false, ReasonStopped, "stopped; the workspace is kept and state Running starts it again"
+	case o.desired == v1.SandboxStopped:
+		return v1.SandboxPhaseStopping, false, ReasonStopping, "deleting the pod"
+	case o.pod == nil:
+		return v1.SandboxPhaseStarting, false, ReasonStarting, "creating the pod"
+	case o.pod.DeletionTimestamp != nil:
+		return v1.SandboxPhaseStarting, false, ReasonStarting, "waiting for the previous pod to terminate"
+	case o.pod.Status.Phase == corev1.PodFailed:
+		return v1.SandboxPhaseFailed, false, ReasonPodFailed, "pod failed: " + o.pod.Status.Message
+	case podReady(o.pod):
+		return v1.SandboxPhaseRunning, true, ReasonReady, "pod " + o.pod.Name + " is running and ready at " + o.pod.Status.PodIP
+	default:
+		return v1.SandboxPhaseStarting, false, ReasonStarting, startingMessage(o.pod)
+	}
+}
+
+// startingMessage says what the pod waits for, e.g. scheduling.
+func startingMessage(pod *corev1.Pod) string {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
+			return "pod not scheduled: " + c.Message
+		}
+	}
+	phase := pod.Status.Phase
+	if phase == "" {
+		phase = corev1.PodPending
+	}
+	return "pod is " + string(phase) + ", waiting for it to be ready"
+}

@@ -1,0 +1,136 @@
+package template_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/template"
+)
+
+func TestMain(m *testing.M) {
+	reconciletest.Main(m, func(mgr ctrl.Manager) error { return template.NewReconciler(mgr).SetupWithManager(mgr) })
+}
+
+func create(t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	if err := c.Create(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), obj) })
+}
+
+// waitReady waits until the template's current generation was reconciled
+// with Ready = status and reason, and returns it.
+func waitReady(t *testing.T, c client.Client, tpl *v1.SandboxTemplate, status metav1.ConditionStatus, reason string) *v1.SandboxTemplate {
+	t.Helper()
+	got := &v1.SandboxTemplate{}
+	last := ""
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(tpl), got); err != nil {
+			return false, err
+		}
+		cond := conditions.Get(got, v1.ReadyCondition)
+		if cond == nil {
+			return false, nil
+		}
+		last = fmt.Sprintf("%s %s %s", cond.Status, cond.Reason, cond.Message)
+		return cond.Status == status && cond.Reason == reason && got.Status.ObservedGeneration == got.Generation, nil
+	})
+	if err != nil {
+		t.Fatalf("template %s: want Ready=%s %s, last %s", tpl.Name, status, reason, last)
+	}
+	return got
+}
+
+func TestInvalidTemplatesStallWithAnActionableReason(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	cases := []struct {
+		name, reason, message string
+		spec                  v1.SandboxTemplateSpec
+	}{
+		{"except outside cidr", template.ReasonInvalidEgress, `except[0] "192.168.0.0/16" must be a CIDR inside 10.0.0.0/8`,
+			v1.SandboxTemplateSpec{Image: "python:3.12", Network: v1.Network{Egress: []v1.EgressRule{{CIDR: "10.0.0.0/8", Except: []string{"192.168.0.0/16"}}}}}},
+		{"host bits", template.ReasonInvalidEgress, "did you mean 10.0.0.0/8",
+			v1.SandboxTemplateSpec{Image: "python:3.12", Network: v1.Network{Egress: []v1.EgressRule{{CIDR: "10.1.2.3/8"}}}}},
+		{"duplicate port names", template.ReasonDuplicatePort, `spec.ports[1].name "web" is already used by spec.ports[0]`,
+			v1.SandboxTemplateSpec{Image: "python:3.12", Ports: []v1.ContainerPort{{Name: "web", ContainerPort: 80}, {Name: "web", ContainerPort: 8080}}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("invalid")}, Spec: tc.spec}
+			create(t, c, tpl)
+			got := waitReady(t, c, tpl, metav1.ConditionFalse, tc.reason)
+			if msg := conditions.GetMessage(got, v1.ReadyCondition); !strings.Contains(msg, tc.message) {
+				t.Errorf("message %q does not say %q", msg, tc.message)
+			}
+			if !conditions.IsTrue(got, v1.StalledCondition) {
+				t.Errorf("an invalid spec is not Stalled: %+v", got.Status.Conditions)
+			}
+		})
+	}
+}
+
+func TestMissingNodePoolResolvesWhenCreated(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	poolName := testcluster.Name("pool")
+	tpl := &v1.SandboxTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("needs-pool")},
+		Spec:       v1.SandboxTemplateSpec{Image: "python:3.12", NodePoolRef: &v1.LocalObjectReference{Name: poolName}},
+	}
+	create(t, c, tpl)
+	got := waitReady(t, c, tpl, metav1.ConditionFalse, template.ReasonNodePoolNotFound)
+	if msg := conditions.GetMessage(got, v1.ReadyCondition); !strings.Contains(msg, `NodePool "`+poolName+`"`) {
+		t.Errorf("message %q does not name the node pool", msg)
+	}
+	if conditions.IsTrue(got, v1.StalledCondition) {
+		t.Errorf("a missing node pool is not a spec error and must not stall")
+	}
+	create(t, c, &v1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: poolName},
+		Spec:       v1.NodePoolSpec{RuntimeHandler: "runsc", NodeSelector: map[string]string{"pool": poolName}},
+	})
+	waitReady(t, c, tpl, metav1.ConditionTrue, template.ReasonValid)
+}
+
+func TestContentHashFollowsWhatShapesASandbox(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	ctx := context.Background()
+	tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("hash")}, Spec: v1.SandboxTemplateSpec{Image: "python:3.12"}}
+	create(t, c, tpl)
+	tpl = waitReady(t, c, tpl, metav1.ConditionTrue, template.ReasonValid)
+	first := tpl.Status.ContentHash
+	if first == "" {
+		t.Fatal("no content hash")
+	}
+	tpl.Spec.Lifecycle = &v1.Lifecycle{TTL: &metav1.Duration{Duration: time.Hour}}
+	if err := c.Update(ctx, tpl); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitReady(t, c, tpl, metav1.ConditionTrue, template.ReasonValid).Status.ContentHash; got != first {
+		t.Errorf("changing the default lifetime changed the hash %s -> %s; warm pools would roll for nothing", first, got)
+	}
+	tpl = waitReady(t, c, tpl, metav1.ConditionTrue, template.ReasonValid)
+	tpl.Spec.Image = "python:3.13"
+	if err := c.Update(ctx, tpl); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitReady(t, c, tpl, metav1.ConditionTrue, template.ReasonValid).Status.ContentHash; got == first {
+		t.Errorf("changing the image kept the hash %s", got)
+	}
+}

@@ -1,0 +1,81 @@
+package template
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+
+	"github.com/distribution/reference"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+)
+
+// Condition reasons of a SandboxTemplate.
+const (
+	ReasonValid            = "Valid"
+	ReasonInvalidImage     = "InvalidImage"
+	ReasonInvalidEgress    = "InvalidEgress"
+	ReasonDuplicatePort    = "DuplicatePortName"
+	ReasonNodePoolNotFound = "NodePoolNotFound"
+)
+
+// problem is why a template cannot be used, phrased for the person who has
+// to fix it.
+type problem struct {
+	reason  string
+	message string
+	// terminal problems need a spec change; the others (a node pool not
+	// created yet) resolve themselves when the cluster catches up.
+	terminal bool
+}
+
+// validateSpec checks what the CRD schema cannot: that the image reference
+// parses as the container runtime will parse it, that every egress exception
+// lies inside its rule's CIDR (the NetworkPolicy API refuses it otherwise, and
+// a sandbox would fail at its first start), and that port names are unique.
+func validateSpec(spec v1.SandboxTemplateSpec) *problem {
+	if _, err := reference.ParseNormalizedNamed(spec.Image); err != nil {
+		return &problem{ReasonInvalidImage, fmt.Sprintf("spec.image %q is not a valid image reference: %v", spec.Image, err), true}
+	}
+	for i, rule := range spec.Network.Egress {
+		cidr, err := netip.ParsePrefix(rule.CIDR)
+		if err != nil {
+			return &problem{ReasonInvalidEgress, fmt.Sprintf("spec.network.egress[%d].cidr %q: %v", i, rule.CIDR, err), true}
+		}
+		if cidr.Masked() != cidr {
+			return &problem{ReasonInvalidEgress, fmt.Sprintf("spec.network.egress[%d].cidr %q has host bits set; did you mean %s?", i, rule.CIDR, cidr.Masked()), true}
+		}
+		for j, except := range rule.Except {
+			ex, err := netip.ParsePrefix(except)
+			if err != nil || ex.Bits() < cidr.Bits() || !cidr.Contains(ex.Addr()) {
+				return &problem{ReasonInvalidEgress, fmt.Sprintf("spec.network.egress[%d].except[%d] %q must be a CIDR inside %s", i, j, except, rule.CIDR), true}
+			}
+		}
+	}
+	names := map[string]int{}
+	for i, p := range spec.Ports {
+		if p.Name == "" {
+			continue
+		}
+		if j, dup := names[p.Name]; dup {
+			return &problem{ReasonDuplicatePort, fmt.Sprintf("spec.ports[%d].name %q is already used by spec.ports[%d]", i, p.Name, j), true}
+		}
+		names[p.Name] = i
+	}
+	return nil
+}
+
+// contentHash is a short, stable hash of everything that shapes a running
+// sandbox. Lifecycle is left out: changing a default lifetime must not roll
+// a warm pool.
+func contentHash(spec v1.SandboxTemplateSpec) (string, error) {
+	spec.Lifecycle = nil
+	data, err := json.Marshal(spec)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8]), nil
+}
