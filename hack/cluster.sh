@@ -138,7 +138,7 @@ up() {
 	log "adding kwok nodes (${general_nodes} general, ${gvisor_nodes} gvisor)"
 	{ node_manifest general "${general_nodes}"; node_manifest gvisor "${gvisor_nodes}"; } |
 		kubectl apply --server-side -f - >/dev/null
-	kubectl wait --for condition=Ready --timeout 60s node --all >/dev/null
+	kubectl wait --for condition=Ready --timeout 60s node -l agentsandbox.dev/node-group >/dev/null
 	log "adding ${local_volumes} local volumes for persistent workspaces"
 	released="$(kubectl get pv -l agentsandbox.dev/local-volume -o jsonpath='{range .items[?(@.status.phase=="Released")]}{.metadata.name}{" "}{end}')"
 	if [[ -n "${released}" ]]; then

@@ -30,9 +30,8 @@ log "applying examples/gitops (server-side apply, field manager agentsandbox-dem
 kubectl apply --server-side --field-manager agentsandbox-demo -f examples/gitops/
 
 log "waiting for sandbox alice-scratch to be Ready"
-start=$(date +%s%N)
 kubectl wait --for condition=Ready --timeout 2m sandbox/alice-scratch
-echo "Ready $(((($(date +%s%N) - start) / 1000000))) ms after the apply"
+kubectl get sandbox alice-scratch -o jsonpath='requested {.status.requestedAt}, ready {.status.readyAt}, launch {.status.launchType}: {.status.launchMessage}{"\n"}' 
 
 log "kubectl get agentsandbox -o wide"
 kubectl get agentsandbox -o wide
@@ -42,8 +41,9 @@ kubectl -n sandbox-alice-scratch get pod,pvc,networkpolicy,resourcequota,limitra
 kubectl get namespace sandbox-alice-scratch --show-labels
 
 log "only the owner may exec into it"
-echo "alice@example.com may exec: $(kubectl auth can-i create pods/exec -n sandbox-alice-scratch --as alice@example.com || true)"
-echo "bob@example.com may exec:   $(kubectl auth can-i create pods/exec -n sandbox-alice-scratch --as bob@example.com || true)"
+for user in alice@example.com bob@example.com; do
+	echo "${user} may exec: $(kubectl auth can-i create pods --subresource exec -n sandbox-alice-scratch --as "${user}" || true)"
+done
 
 log "reconciler metrics"
 curl -fsS http://127.0.0.1:18080/metrics | grep -E '^agentsandbox_' || true

@@ -3,12 +3,16 @@ package reconcile
 import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/nodepool"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/template"
 )
 
 // SetupControllers registers every controller of the reconciler with mgr.
 func SetupControllers(mgr ctrl.Manager) error {
+	if err := nodepool.NewReconciler(mgr).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if err := template.NewReconciler(mgr).SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -26,7 +26,9 @@ func nodePool(name string) *v1.NodePool {
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: v1.NodePoolSpec{
 			RuntimeHandler: "runsc",
-			NodeSelector:   map[string]string{"agentsandbox.dev/node-group": "gvisor"},
+			// Selects no node, so a running NodePool controller has nothing to
+			// clean up and deletes complete at once.
+			NodeSelector: map[string]string{"agentsandbox.dev/node-group": "none"},
 		},
 	}
 }

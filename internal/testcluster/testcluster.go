@@ -24,7 +24,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -276,4 +279,41 @@ func (c *Cluster) Kubectl(t testing.TB, args ...string) string {
 		t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, stderr.String())
 	}
 	return string(out)
+}
+
+// Node creates a node of the test's own, with labels and taints, that kwok
+// reports Ready on the local cluster (another cluster leaves it NotReady),
+// and deletes it when the test ends. Tests that need scheduling or node
+// labels use their own nodes so they never disturb each other.
+func (c *Cluster) Node(t testing.TB, labels map[string]string, taints ...corev1.Taint) *corev1.Node {
+	t.Helper()
+	name := Name("node")
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods: resource.MustParse("500"), corev1.ResourceEphemeralStorage: resource.MustParse("1Ti"),
+	}
+	all := map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "type": "kwok"}
+	for k, v := range labels {
+		all[k] = v
+	}
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Labels: all,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+		},
+		Spec: corev1.NodeSpec{Taints: taints},
+		Status: corev1.NodeStatus{
+			Allocatable: capacity, Capacity: capacity,
+			NodeInfo: corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux", KubeletVersion: "fake", KubeProxyVersion: "fake"},
+		},
+	}
+	if err := c.Client.Create(context.Background(), n); err != nil {
+		t.Fatalf("create node: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Client.Delete(context.Background(), n); client.IgnoreNotFound(err) != nil {
+			t.Errorf("delete node %s: %v", n.Name, err)
+		}
+	})
+	return n
 }

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
@@ -24,6 +26,8 @@ const ServiceAccount = "system:serviceaccount:agentsandbox-system:agentsandbox-r
 // controllers are level-based, so two packages reconciling the same object
 // converge to the same state.
 func Run(m *testing.M, setup func(ctrl.Manager) error) int {
+	// Errors only: a controller that cannot start its watches says why.
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	cluster, err := testcluster.Connect()
 	if err != nil {
 		println("test cluster:", err.Error())

@@ -33,8 +33,9 @@ const AnnotationChangedBy = "agentsandbox.dev/changed-by"
 
 // templateIndex and warmPoolIndex find the sandboxes of a template or pool.
 const (
-	templateIndex = "spec.templateRef.name"
-	warmPoolIndex = "spec.warmPoolRef.name"
+	templateIndex     = "spec.templateRef.name"
+	warmPoolIndex     = "spec.warmPoolRef.name"
+	poolTemplateIndex = "spec.templateRef.name"
 )
 
 // waitRetry is how often a sandbox waiting on something the controller does
@@ -79,11 +80,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}); err != nil {
 		return fmt.Errorf("failed to index sandboxes by warm pool: %w", err)
 	}
+	if err := indexer.IndexField(context.Background(), &v1.WarmPool{}, poolTemplateIndex, func(o client.Object) []string {
+		return []string{o.(*v1.WarmPool).Spec.TemplateRef.Name}
+	}); err != nil {
+		return fmt.Errorf("failed to index warm pools by template: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.Sandbox{}).
 		Owns(&corev1.Namespace{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(sandboxOfObject)).
-		Watches(&v1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesBy(templateIndex))).
+		Watches(&v1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesOfTemplate)).
 		Watches(&v1.WarmPool{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesBy(warmPoolIndex))).
 		Complete(r)
 }
@@ -334,6 +340,21 @@ func sandboxOfObject(_ context.Context, obj client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+}
+
+// sandboxesOfTemplate finds the sandboxes a template change concerns: those
+// naming it and those of the warm pools built from it.
+func (r *Reconciler) sandboxesOfTemplate(ctx context.Context, tpl client.Object) []reconcile.Request {
+	reqs := r.sandboxesBy(templateIndex)(ctx, tpl)
+	pools := &v1.WarmPoolList{}
+	if err := r.List(ctx, pools, client.MatchingFields{poolTemplateIndex: tpl.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "failed to list warm pools", "template", tpl.GetName())
+		return reqs
+	}
+	for i := range pools.Items {
+		reqs = append(reqs, r.sandboxesBy(warmPoolIndex)(ctx, &pools.Items[i])...)
+	}
+	return reqs
 }
 
 func (r *Reconciler) sandboxesBy(index string) handler.MapFunc {

@@ -81,9 +81,18 @@ func newSandbox(t *testing.T, c client.Client, tpl *v1.SandboxTemplate, mutate f
 	return sbx
 }
 
+// phaseOfReason is the phase a settled status shows with a Ready reason.
+// Waiting for both matters: status fields and conditions are patched in two
+// requests, so a reader can see one without the other for a moment.
+var phaseOfReason = map[string]v1.SandboxPhase{
+	sandbox.ReasonReady:   v1.SandboxPhaseRunning,
+	sandbox.ReasonStopped: v1.SandboxPhaseStopped,
+	sandbox.ReasonExpired: v1.SandboxPhaseStopped,
+}
+
 // waitCondition waits for the sandbox's Ready condition to have status,
-// reason and a message containing every part, and returns the sandbox as
-// last read.
+// reason and a message containing every part (and for the matching phase),
+// and returns the sandbox as last read.
 func waitCondition(t *testing.T, c client.Client, sbx *v1.Sandbox, status metav1.ConditionStatus, reason string, parts ...string) *v1.Sandbox {
 	t.Helper()
 	got := &v1.Sandbox{}
@@ -95,8 +104,9 @@ func waitCondition(t *testing.T, c client.Client, sbx *v1.Sandbox, status metav1
 		if cond == nil {
 			return false, "no Ready condition"
 		}
+		phase, settles := phaseOfReason[reason]
 		return cond.Status == status && (reason == "" || cond.Reason == reason) && containsAll(cond.Message, parts...) &&
-				got.Status.ObservedGeneration == got.Generation,
+				got.Status.ObservedGeneration == got.Generation && (!settles || got.Status.Phase == phase),
 			fmt.Sprintf("%s %s: %s (phase %s)", cond.Status, cond.Reason, cond.Message, got.Status.Phase)
 	})
 	return got
