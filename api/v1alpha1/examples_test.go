@@ -1,17 +1,11 @@
 package v1alpha1_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
-	"io"
-	"os"
+	"encoding/json"
 	"path/filepath"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -32,29 +26,21 @@ func TestGitOpsExamplesAreValid(t *testing.T) {
 	}
 	kinds := map[string]bool{}
 	for _, file := range files {
-		data, err := os.ReadFile(file)
+		objs, err := testcluster.ReadManifests(file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := reader.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s: %v", file, err)
-			}
-			u := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal(doc, &u.Object); err != nil || len(u.Object) == 0 {
-				continue
-			}
+		for _, u := range objs {
 			typed, err := reconcile.Scheme.New(u.GroupVersionKind())
 			if err != nil || u.GroupVersionKind().GroupVersion() != v1.GroupVersion {
 				t.Errorf("%s: %s is not an agentsandbox.dev/v1alpha1 kind", file, u.GroupVersionKind())
 				continue
 			}
-			if err := yaml.UnmarshalStrict(doc, typed); err != nil {
+			data, err := json.Marshal(u.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := yaml.UnmarshalStrict(data, typed); err != nil {
 				t.Errorf("%s: %v", file, err)
 				continue
 			}

@@ -142,32 +142,43 @@ func installManifests(root string) []string {
 // applyManifests server-side applies every object of the YAML files.
 func applyManifests(ctx context.Context, c client.Client, files ...string) error {
 	for _, file := range files {
-		data, err := os.ReadFile(file)
+		objs, err := ReadManifests(file)
 		if err != nil {
 			return err
 		}
-		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := reader.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("%s: %w", file, err)
-			}
-			u := &unstructured.Unstructured{}
-			if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-				return fmt.Errorf("%s: %w", file, err)
-			}
-			if len(u.Object) == 0 {
-				continue
-			}
+		for _, u := range objs {
 			if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 				return fmt.Errorf("%s: failed to apply %s %s: %w", file, u.GetKind(), u.GetName(), err)
 			}
 		}
 	}
 	return nil
+}
+
+// ReadManifests decodes every non-empty YAML document of file.
+func ReadManifests(file string) ([]*unstructured.Unstructured, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var objs []*unstructured.Unstructured
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return objs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
 }
 
 // InstallCRDs applies the generated CRDs and waits until they are served.

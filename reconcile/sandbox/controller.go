@@ -63,27 +63,25 @@ func NewReconciler(mgr ctrl.Manager) *Reconciler {
 // SetupWithManager watches sandboxes, their namespaces and pods, and the
 // templates and pools they come from.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	indexer := mgr.GetFieldIndexer()
-	if err := indexer.IndexField(context.Background(), &v1.Sandbox{}, templateIndex, func(o client.Object) []string {
-		if ref := o.(*v1.Sandbox).Spec.TemplateRef; ref != nil {
-			return []string{ref.Name}
-		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("failed to index sandboxes by template: %w", err)
+	indexes := []struct {
+		obj   client.Object
+		field string
+		ref   func(client.Object) *v1.LocalObjectReference
+	}{
+		{&v1.Sandbox{}, templateIndex, func(o client.Object) *v1.LocalObjectReference { return o.(*v1.Sandbox).Spec.TemplateRef }},
+		{&v1.Sandbox{}, warmPoolIndex, func(o client.Object) *v1.LocalObjectReference { return o.(*v1.Sandbox).Spec.WarmPoolRef }},
+		{&v1.WarmPool{}, poolTemplateIndex, func(o client.Object) *v1.LocalObjectReference { return &o.(*v1.WarmPool).Spec.TemplateRef }},
 	}
-	if err := indexer.IndexField(context.Background(), &v1.Sandbox{}, warmPoolIndex, func(o client.Object) []string {
-		if ref := o.(*v1.Sandbox).Spec.WarmPoolRef; ref != nil {
-			return []string{ref.Name}
+	for _, ix := range indexes {
+		err := mgr.GetFieldIndexer().IndexField(context.Background(), ix.obj, ix.field, func(o client.Object) []string {
+			if ref := ix.ref(o); ref != nil {
+				return []string{ref.Name}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("failed to index %T by %s: %w", ix.obj, ix.field, err)
 		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("failed to index sandboxes by warm pool: %w", err)
-	}
-	if err := indexer.IndexField(context.Background(), &v1.WarmPool{}, poolTemplateIndex, func(o client.Object) []string {
-		return []string{o.(*v1.WarmPool).Spec.TemplateRef.Name}
-	}); err != nil {
-		return fmt.Errorf("failed to index warm pools by template: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.Sandbox{}).
