@@ -6,6 +6,7 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/nodepool"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/template"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/warmpool"
 )
 
 // SetupControllers registers every controller of the reconciler with mgr.
@@ -17,6 +18,9 @@ func SetupControllers(mgr ctrl.Manager) error {
 		return err
 	}
 	if err := sandbox.NewReconciler(mgr).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := warmpool.NewReconciler(mgr).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return sandbox.RegisterPhaseMetric(mgr)

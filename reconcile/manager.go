@@ -8,6 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -61,11 +63,17 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	managed := labels.SelectorFromSet(labels.Set{sandboxv1.LabelManagedBy: sandboxv1.ManagedByValue})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: Scheme,
-		// Only the pods and namespaces of sandboxes are cached: a cluster's
-		// other pods would cost memory and watch traffic for nothing.
+		// Only the objects of sandboxes are cached: a cluster's other pods,
+		// policies and bindings would cost memory and watch traffic for
+		// nothing.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:       {Label: managed},
-			&corev1.Namespace{}: {Label: managed},
+			&corev1.Pod{}:                   {Label: managed},
+			&corev1.Namespace{}:             {Label: managed},
+			&corev1.PersistentVolumeClaim{}: {Label: managed},
+			&corev1.ResourceQuota{}:         {Label: managed},
+			&corev1.LimitRange{}:            {Label: managed},
+			&networkingv1.NetworkPolicy{}:   {Label: managed},
+			&rbacv1.RoleBinding{}:           {Label: managed},
 		}},
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:        opts.HealthAddr,

@@ -29,6 +29,12 @@ const (
 	LabelTemplate = "agentsandbox.dev/template"
 	// LabelWarmPool names the WarmPool an object belongs to.
 	LabelWarmPool = "agentsandbox.dev/warm-pool"
+	// LabelMember marks a warm pool member's namespace: MemberAvailable
+	// until a Sandbox claims it, MemberClaimed after.
+	LabelMember = "agentsandbox.dev/member"
+	// LabelTemplateHash is the template content hash a member was built
+	// from; a different hash makes the member stale.
+	LabelTemplateHash = "agentsandbox.dev/template-hash"
 	// LabelNodePool names the NodePool a node belongs to.
 	LabelNodePool = "agentsandbox.dev/node-pool"
 	// AnnotationReconcileRequestedAt asks a controller for an immediate
@@ -38,6 +44,12 @@ const (
 	// AnnotationPrune set to "disabled" keeps an object a GitSync applied when
 	// a later revision no longer declares it.
 	AnnotationPrune = "agentsandbox.dev/prune"
+)
+
+// Values of LabelMember.
+const (
+	MemberAvailable = "available"
+	MemberClaimed   = "claimed"
 )
 
 // LocalObjectReference names another cluster-scoped object of this API.

@@ -38,3 +38,68 @@ func Object(ctx context.Context, c client.Client, obj client.Object) error {
 	}
 	return nil
 }
+
+// IfChanged applies obj only when the cached object differs from it: every
+// field obj sets must already hold the same value. Level-based controllers
+// run often; a write for each pass would cost API capacity (and sandbox
+// claim latency) for nothing. It reports whether it wrote.
+func IfChanged(ctx context.Context, c client.Client, obj client.Object) (bool, error) {
+	current, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return false, fmt.Errorf("%T is not a client.Object", obj)
+	}
+	err := c.Get(ctx, client.ObjectKeyFromObject(obj), current)
+	if client.IgnoreNotFound(err) != nil {
+		return false, err
+	}
+	if err == nil {
+		want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			return false, err
+		}
+		have, err := runtime.DefaultUnstructuredConverter.ToUnstructured(current)
+		if err != nil {
+			return false, err
+		}
+		delete(want, "status")
+		unstructured.RemoveNestedField(want, "metadata", "creationTimestamp")
+		if Contains(have, want) {
+			return false, nil
+		}
+	}
+	return true, Object(ctx, c, obj)
+}
+
+// Contains reports whether every value set in want is set to the same value
+// in have. Lists must match element by element; fields have sets that want
+// leaves out (server defaults, other managers' fields) do not matter.
+func Contains(have, want any) bool {
+	switch w := want.(type) {
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
+			return len(w) == 0 && have == nil
+		}
+		for k, wv := range w {
+			if !Contains(h[k], wv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok || len(h) != len(w) {
+			return len(w) == 0 && have == nil
+		}
+		for i := range w {
+			if !Contains(h[i], w[i]) {
+				return false
+			}
+		}
+		return true
+	case nil:
+		return true
+	default:
+		return fmt.Sprint(have) == fmt.Sprint(want)
+	}
+}

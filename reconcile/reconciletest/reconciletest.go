@@ -27,7 +27,7 @@ const ServiceAccount = "system:serviceaccount:agentsandbox-system:agentsandbox-r
 // converge to the same state.
 func Run(m *testing.M, setup func(ctrl.Manager) error) int {
 	// Errors only: a controller that cannot start its watches says why.
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel), zap.StacktraceLevel(zapcore.PanicLevel)))
 	cluster, err := testcluster.Connect()
 	if err != nil {
 		println("test cluster:", err.Error())

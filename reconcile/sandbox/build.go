@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"net/netip"
 	"regexp"
 	"strings"
 
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
@@ -39,9 +42,21 @@ const (
 // NamespaceName is the namespace a sandbox runs in.
 func NamespaceName(sandboxName string) string { return NamespacePrefix + sandboxName }
 
-// blueprint is everything a sandbox's objects are derived from.
+// blueprint is everything the objects of one sandbox environment are
+// derived from. The environment is a sandbox's own (cold start) or a warm
+// pool member waiting to be claimed; claiming turns the second into the
+// first by relabelling and re-owning the namespace and binding the owner.
 type blueprint struct {
-	sandbox  *v1.Sandbox
+	// namespace the environment lives in.
+	namespace string
+	// labels go on the namespace, the pod and the workspace claim.
+	labels map[string]string
+	// controller owns the namespace: the Sandbox, or the WarmPool of a
+	// member.
+	controller metav1.OwnerReference
+	// owner is the sandbox owner's identity; empty for a pool member, which
+	// nobody may enter.
+	owner    string
 	template *v1.SandboxTemplate
 	// nodePool is nil when the template runs on the default runtime.
 	nodePool *v1.NodePool
@@ -53,16 +68,26 @@ func managedLabels() map[string]string {
 	return map[string]string{v1.LabelManagedBy: v1.ManagedByValue}
 }
 
-// labels mark every object of a sandbox with its sandbox, owner and origin.
-func (b blueprint) labels() map[string]string {
+// sandboxBlueprint is the environment of a sandbox in namespace.
+func sandboxBlueprint(sbx *v1.Sandbox, namespace string, tpl *v1.SandboxTemplate, pool *v1.NodePool, env []v1.EnvVar) blueprint {
 	l := managedLabels()
-	l[v1.LabelSandbox] = b.sandbox.Name
-	l[v1.LabelOwner] = labelSafe(b.sandbox.Spec.Owner)
-	l[v1.LabelTemplate] = b.template.Name
-	if ref := b.sandbox.Spec.WarmPoolRef; ref != nil {
+	l[v1.LabelSandbox] = sbx.Name
+	l[v1.LabelOwner] = labelSafe(sbx.Spec.Owner)
+	l[v1.LabelTemplate] = tpl.Name
+	if ref := sbx.Spec.WarmPoolRef; ref != nil {
 		l[v1.LabelWarmPool] = ref.Name
 	}
-	return l
+	return blueprint{
+		namespace: namespace, labels: l, owner: sbx.Spec.Owner, template: tpl, nodePool: pool, env: env,
+		controller: controllerRef("Sandbox", sbx),
+	}
+}
+
+func controllerRef(kind string, obj metav1.Object) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion: v1.GroupVersion.String(), Kind: kind, Name: obj.GetName(), UID: obj.GetUID(),
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}
 }
 
 var labelUnsafe = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
@@ -83,23 +108,33 @@ func labelSafe(owner string) string {
 	return strings.Trim(safe, "_.-") + "-" + suffix
 }
 
-// namespace is owned by the sandbox, so deleting the sandbox deletes the
-// namespace and, with it, everything inside.
-func (b blueprint) namespace() *corev1.Namespace {
-	l := b.labels()
+// namespace is owned by its controller, so deleting the Sandbox (or the
+// pool, for an unclaimed member) deletes the namespace and, with it,
+// everything inside.
+func (b blueprint) namespaceObject() *corev1.Namespace {
+	l := maps.Clone(b.labels)
 	l["pod-security.kubernetes.io/enforce"] = "restricted"
 	l["pod-security.kubernetes.io/enforce-version"] = "latest"
 	l["pod-security.kubernetes.io/warn"] = "restricted"
 	l["pod-security.kubernetes.io/audit"] = "restricted"
-	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name:        NamespaceName(b.sandbox.Name),
-		Labels:      l,
-		Annotations: map[string]string{AnnotationOwner: b.sandbox.Spec.Owner},
-		OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: v1.GroupVersion.String(), Kind: "Sandbox", Name: b.sandbox.Name, UID: b.sandbox.UID,
-			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-		}},
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: b.namespace, Labels: l, OwnerReferences: []metav1.OwnerReference{b.controller},
 	}}
+	if b.owner != "" {
+		ns.Annotations = map[string]string{AnnotationOwner: b.owner}
+	}
+	return ns
+}
+
+// isolation are the objects that confine the environment, besides the
+// namespace itself: policy, quota, limits and, when persistent, the
+// workspace claim.
+func (b blueprint) isolation(blocked []netip.Prefix) []client.Object {
+	objs := []client.Object{networkPolicy(b.namespace, b.template.Spec.Network, blocked), b.resourceQuota(), b.limitRange()}
+	if pvc := b.workspaceClaim(); pvc != nil {
+		objs = append(objs, pvc)
+	}
+	return objs
 }
 
 // overhead is the node pool runtime's per-pod cost, which quota counts.
@@ -129,7 +164,7 @@ func (b blueprint) resourceQuota() *corev1.ResourceQuota {
 		hard[corev1.ResourcePersistentVolumeClaims] = resource.MustParse("0")
 	}
 	return &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Name: "sandbox", Namespace: NamespaceName(b.sandbox.Name), Labels: managedLabels()},
+		ObjectMeta: metav1.ObjectMeta{Name: "sandbox", Namespace: b.namespace, Labels: managedLabels()},
 		Spec:       corev1.ResourceQuotaSpec{Hard: hard},
 	}
 }
@@ -144,7 +179,7 @@ func plus(a, b resource.Quantity) resource.Quantity {
 func (b blueprint) limitRange() *corev1.LimitRange {
 	res := b.template.Spec.Resources
 	return &corev1.LimitRange{
-		ObjectMeta: metav1.ObjectMeta{Name: "sandbox", Namespace: NamespaceName(b.sandbox.Name), Labels: managedLabels()},
+		ObjectMeta: metav1.ObjectMeta{Name: "sandbox", Namespace: b.namespace, Labels: managedLabels()},
 		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
 			Type:           corev1.LimitTypeContainer,
 			Default:        res.Limits,
@@ -167,9 +202,9 @@ func ownerSubject(owner string) rbacv1.Subject {
 // roleBinding lets the owner, and only the owner, use the sandbox's pod.
 func (b blueprint) roleBinding() *rbacv1.RoleBinding {
 	return &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "sandbox-owner", Namespace: NamespaceName(b.sandbox.Name), Labels: managedLabels()},
+		ObjectMeta: metav1.ObjectMeta{Name: "sandbox-owner", Namespace: b.namespace, Labels: managedLabels()},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: OwnerClusterRole},
-		Subjects:   []rbacv1.Subject{ownerSubject(b.sandbox.Spec.Owner)},
+		Subjects:   []rbacv1.Subject{ownerSubject(b.owner)},
 	}
 }
 
@@ -187,7 +222,9 @@ func (b blueprint) workspaceClaim() *corev1.PersistentVolumeClaim {
 		return nil
 	}
 	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: WorkspaceName, Namespace: NamespaceName(b.sandbox.Name), Labels: b.labels()},
+		// Only the managed-by label: a claimed member's claim then already
+		// matches its sandbox, and a claim costs no write here.
+		ObjectMeta: metav1.ObjectMeta{Name: WorkspaceName, Namespace: b.namespace, Labels: managedLabels()},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			StorageClassName: ws.StorageClassName,
@@ -247,7 +284,7 @@ func (b blueprint) pod() *corev1.Pod {
 		container.Ports = append(container.Ports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.ContainerPort, Protocol: proto})
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: PodName, Namespace: NamespaceName(b.sandbox.Name), Labels: b.labels()},
+		ObjectMeta: metav1.ObjectMeta{Name: PodName, Namespace: b.namespace, Labels: b.labels},
 		Spec: corev1.PodSpec{
 			AutomountServiceAccountToken:  ptr.To(false),
 			EnableServiceLinks:            ptr.To(false),

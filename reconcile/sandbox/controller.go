@@ -18,25 +18,20 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/apply"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/index"
 )
 
 // AnnotationChangedBy is stamped on every Sandbox create and update by the
 // shipped MutatingAdmissionPolicy with the requesting identity, so events
 // can name who asked for a transition.
 const AnnotationChangedBy = "agentsandbox.dev/changed-by"
-
-// templateIndex and warmPoolIndex find the sandboxes of a template or pool.
-const (
-	templateIndex     = "spec.templateRef.name"
-	warmPoolIndex     = "spec.warmPoolRef.name"
-	poolTemplateIndex = "spec.templateRef.name"
-)
 
 // waitRetry is how often a sandbox waiting on something the controller does
 // not watch (a warm pool's template) looks again.
@@ -63,44 +58,32 @@ func NewReconciler(mgr ctrl.Manager) *Reconciler {
 // SetupWithManager watches sandboxes, their namespaces and pods, and the
 // templates and pools they come from.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	indexes := []struct {
-		obj   client.Object
-		field string
-		ref   func(client.Object) *v1.LocalObjectReference
-	}{
-		{&v1.Sandbox{}, templateIndex, func(o client.Object) *v1.LocalObjectReference { return o.(*v1.Sandbox).Spec.TemplateRef }},
-		{&v1.Sandbox{}, warmPoolIndex, func(o client.Object) *v1.LocalObjectReference { return o.(*v1.Sandbox).Spec.WarmPoolRef }},
-		{&v1.WarmPool{}, poolTemplateIndex, func(o client.Object) *v1.LocalObjectReference { return &o.(*v1.WarmPool).Spec.TemplateRef }},
-	}
-	for _, ix := range indexes {
-		err := mgr.GetFieldIndexer().IndexField(context.Background(), ix.obj, ix.field, func(o client.Object) []string {
-			if ref := ix.ref(o); ref != nil {
-				return []string{ref.Name}
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("failed to index %T by %s: %w", ix.obj, ix.field, err)
-		}
+	if err := index.Register(mgr); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.Sandbox{}).
 		Owns(&corev1.Namespace{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(sandboxOfObject)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.sandboxOfPod)).
 		Watches(&v1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesOfTemplate)).
-		Watches(&v1.WarmPool{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesBy(warmPoolIndex))).
+		Watches(&v1.WarmPool{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesBy(index.SandboxWarmPool))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: ConcurrentReconciles}).
 		Complete(r)
 }
+
+// ConcurrentReconciles is how many sandboxes are reconciled at once: claims
+// must not queue behind each other.
+const ConcurrentReconciles = 16
 
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=sandboxes,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=sandboxes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=sandboxes/finalizers,verbs=update
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=sandboxtemplates;warmpools;nodepools,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch;update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;resourcequotas;limitranges,verbs=get;create;patch
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create;patch
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;create;patch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;resourcequotas;limitranges,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=agentsandbox-sandbox-owner
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -130,7 +113,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		sbx.Status.RequestedAt = sbx.CreationTimestamp.DeepCopy()
 	}
 
-	bp, waiting, err := r.resolve(ctx, sbx)
+	res, waiting, err := r.resolve(ctx, sbx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -145,7 +128,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	conditions.Delete(sbx, v1.StalledCondition)
 
-	lt := lifetimeOf(sbx, bp.template)
+	lt := lifetimeOf(sbx, res.template)
 	sbx.Status.ShutdownAt = lt.end
 	expired, left := lt.expired(time.Now())
 	if expired && lt.policy == v1.ShutdownPolicyDelete {
@@ -157,7 +140,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		desired = v1.SandboxStopped
 	}
 
-	if err := r.applyEnvironment(ctx, bp); err != nil {
+	namespace, justClaimed, err := r.placeSandbox(ctx, sbx, res)
+	if err != nil {
+		conditions.MarkFalse(sbx, v1.ReadyCondition, "PlacementFailed", "%v", err)
+		return ctrl.Result{}, err
+	}
+	if namespace == "" {
+		// The pool has no Ready member and its policy is to wait for one.
+		msg := fmt.Sprintf("waiting for a Ready member of WarmPool %q (whenEmpty: Wait)", sbx.Spec.WarmPoolRef.Name)
+		conditions.MarkFalse(sbx, v1.ReadyCondition, ReasonWaitingForMember, "%s", msg)
+		conditions.MarkReconciling(sbx, ReasonWaitingForMember, "%s", msg)
+		sbx.Status.Phase = v1.SandboxPhasePending
+		return ctrl.Result{RequeueAfter: waitRetry}, nil
+	}
+	bp := sandboxBlueprint(sbx, namespace, res.template, res.nodePool, res.env)
+	if err := r.applyEnvironment(ctx, bp, justClaimed); err != nil {
 		conditions.MarkFalse(sbx, v1.ReadyCondition, "ApplyFailed", "%v", err)
 		return ctrl.Result{}, err
 	}
@@ -166,7 +163,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		conditions.MarkFalse(sbx, v1.ReadyCondition, "PodFailed", "%v", err)
 		return ctrl.Result{}, err
 	}
-	r.setStatus(sbx, observed{desired: desired, pod: pod, expired: expired})
+	r.setStatus(sbx, namespace, observed{desired: desired, pod: pod, expired: expired})
 	if left > 0 {
 		return ctrl.Result{RequeueAfter: left}, nil
 	}
@@ -179,73 +176,76 @@ type wait struct {
 	terminal        bool
 }
 
+// resolved is what a sandbox is built from.
+type resolved struct {
+	template *v1.SandboxTemplate
+	// nodePool is nil when the template runs on the default runtime.
+	nodePool *v1.NodePool
+	// warmPool is set for a sandbox claimed from a pool.
+	warmPool *v1.WarmPool
+	// env is the template's environment with the sandbox's overrides.
+	env []v1.EnvVar
+}
+
 // resolve finds the template (directly or through the warm pool), the node
 // pool and the merged environment.
-func (r *Reconciler) resolve(ctx context.Context, sbx *v1.Sandbox) (blueprint, *wait, error) {
-	bp := blueprint{sandbox: sbx}
+func (r *Reconciler) resolve(ctx context.Context, sbx *v1.Sandbox) (resolved, *wait, error) {
+	var res resolved
 	templateName := ""
 	switch {
 	case sbx.Spec.TemplateRef != nil:
 		templateName = sbx.Spec.TemplateRef.Name
-		sbx.Status.LaunchType, sbx.Status.LaunchMessage = v1.LaunchCold, ""
 	case sbx.Spec.WarmPoolRef != nil:
-		pool := &v1.WarmPool{}
-		if err := r.Get(ctx, types.NamespacedName{Name: sbx.Spec.WarmPoolRef.Name}, pool); err != nil {
+		res.warmPool = &v1.WarmPool{}
+		if err := r.Get(ctx, types.NamespacedName{Name: sbx.Spec.WarmPoolRef.Name}, res.warmPool); err != nil {
 			if apierrors.IsNotFound(err) {
-				return bp, &wait{reason: ReasonWarmPoolNotFound, message: fmt.Sprintf("WarmPool %q does not exist", sbx.Spec.WarmPoolRef.Name)}, nil
+				return res, &wait{reason: ReasonWarmPoolNotFound, message: fmt.Sprintf("WarmPool %q does not exist", sbx.Spec.WarmPoolRef.Name)}, nil
 			}
-			return bp, nil, fmt.Errorf("failed to get WarmPool %s: %w", sbx.Spec.WarmPoolRef.Name, err)
+			return res, nil, fmt.Errorf("failed to get WarmPool %s: %w", sbx.Spec.WarmPoolRef.Name, err)
 		}
-		templateName = pool.Spec.TemplateRef.Name
-		if sbx.Status.LaunchType == "" {
-			sbx.Status.LaunchType = v1.LaunchCold
-			sbx.Status.LaunchMessage = "started from the pool's template: this reconciler version does not hand out warm members yet"
-		}
+		templateName = res.warmPool.Spec.TemplateRef.Name
 	}
-	bp.template = &v1.SandboxTemplate{}
-	if err := r.Get(ctx, types.NamespacedName{Name: templateName}, bp.template); err != nil {
+	res.template = &v1.SandboxTemplate{}
+	if err := r.Get(ctx, types.NamespacedName{Name: templateName}, res.template); err != nil {
 		if apierrors.IsNotFound(err) {
-			return bp, &wait{reason: ReasonTemplateNotFound, message: fmt.Sprintf("SandboxTemplate %q does not exist", templateName)}, nil
+			return res, &wait{reason: ReasonTemplateNotFound, message: fmt.Sprintf("SandboxTemplate %q does not exist", templateName)}, nil
 		}
-		return bp, nil, fmt.Errorf("failed to get SandboxTemplate %s: %w", templateName, err)
+		return res, nil, fmt.Errorf("failed to get SandboxTemplate %s: %w", templateName, err)
 	}
-	if c := conditions.Get(bp.template, v1.ReadyCondition); c == nil || c.Status != metav1.ConditionTrue ||
-		bp.template.Status.ObservedGeneration != bp.template.Generation {
+	if c := conditions.Get(res.template, v1.ReadyCondition); c == nil || c.Status != metav1.ConditionTrue ||
+		res.template.Status.ObservedGeneration != res.template.Generation {
 		msg := fmt.Sprintf("SandboxTemplate %q is not Ready yet", templateName)
 		if c != nil && c.Status == metav1.ConditionFalse {
 			msg = fmt.Sprintf("SandboxTemplate %q is not Ready: %s", templateName, c.Message)
 		}
-		return bp, &wait{reason: ReasonTemplateNotReady, message: msg}, nil
+		return res, &wait{reason: ReasonTemplateNotReady, message: msg}, nil
 	}
-	env, err := mergeEnv(bp.template.Spec, sbx.Spec.Env)
+	env, err := mergeEnv(res.template.Spec, sbx.Spec.Env)
 	if err != nil {
-		return bp, &wait{reason: ReasonEnvRejected, message: err.Error(), terminal: true}, nil
+		return res, &wait{reason: ReasonEnvRejected, message: err.Error(), terminal: true}, nil
 	}
-	bp.env = env
-	if ref := bp.template.Spec.NodePoolRef; ref != nil {
-		bp.nodePool = &v1.NodePool{}
-		if err := r.Get(ctx, types.NamespacedName{Name: ref.Name}, bp.nodePool); err != nil {
-			return bp, nil, fmt.Errorf("failed to get NodePool %s: %w", ref.Name, err)
+	res.env = env
+	if ref := res.template.Spec.NodePoolRef; ref != nil {
+		res.nodePool = &v1.NodePool{}
+		if err := r.Get(ctx, types.NamespacedName{Name: ref.Name}, res.nodePool); err != nil {
+			return res, nil, fmt.Errorf("failed to get NodePool %s: %w", ref.Name, err)
 		}
 	}
-	return bp, nil, nil
+	return res, nil, nil
 }
 
-// applyEnvironment applies the namespace and the objects that isolate it.
-// The namespace comes first: everything else lives in it.
-func (r *Reconciler) applyEnvironment(ctx context.Context, bp blueprint) error {
-	objs := []client.Object{
-		bp.namespace(),
-		networkPolicy(NamespaceName(bp.sandbox.Name), bp.template.Spec.Network, r.BlockedEgress),
-		bp.resourceQuota(),
-		bp.limitRange(),
-		bp.roleBinding(),
-	}
-	if pvc := bp.workspaceClaim(); pvc != nil {
-		objs = append(objs, pvc)
+// applyEnvironment applies the namespace and the objects that isolate it,
+// writing only what differs from the cache. The namespace comes first:
+// everything else lives in it. Right after a claim the cache has not seen
+// the claimed namespace yet, and the member's objects are already right, so
+// only the owner's binding is written.
+func (r *Reconciler) applyEnvironment(ctx context.Context, bp blueprint, justClaimed bool) error {
+	objs := []client.Object{bp.roleBinding()}
+	if !justClaimed {
+		objs = append([]client.Object{bp.namespaceObject()}, append(bp.isolation(r.BlockedEgress), objs...)...)
 	}
 	for _, obj := range objs {
-		if err := apply.Object(ctx, r.Client, obj); err != nil {
+		if _, err := apply.IfChanged(ctx, r.Client, obj); err != nil {
 			return err
 		}
 	}
@@ -257,7 +257,7 @@ func (r *Reconciler) applyEnvironment(ctx context.Context, bp blueprint) error {
 // reach a sandbox when it is next started.
 func (r *Reconciler) convergePod(ctx context.Context, bp blueprint, desired v1.SandboxState) (*corev1.Pod, error) {
 	pod := &corev1.Pod{}
-	key := types.NamespacedName{Namespace: NamespaceName(bp.sandbox.Name), Name: PodName}
+	key := types.NamespacedName{Namespace: bp.namespace, Name: PodName}
 	if err := r.Get(ctx, key, pod); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("failed to get pod %s: %w", key, err)
@@ -284,10 +284,10 @@ func (r *Reconciler) convergePod(ctx context.Context, bp blueprint, desired v1.S
 }
 
 // setStatus records the observation and the Ready condition.
-func (r *Reconciler) setStatus(sbx *v1.Sandbox, o observed) {
+func (r *Reconciler) setStatus(sbx *v1.Sandbox, namespace string, o observed) {
 	phase, ready, reason, message := phaseOf(o)
 	sbx.Status.Phase = phase
-	sbx.Status.Namespace = NamespaceName(sbx.Name)
+	sbx.Status.Namespace = namespace
 	sbx.Status.PodName, sbx.Status.PodIP = "", ""
 	if o.pod != nil && o.pod.DeletionTimestamp == nil {
 		sbx.Status.PodName, sbx.Status.PodIP = o.pod.Name, o.pod.Status.PodIP
@@ -331,11 +331,18 @@ func (r *Reconciler) recordTransition(before, after *v1.Sandbox) {
 		"%s (sandbox of %s, last changed by %s): %s", after.Status.Phase, after.Spec.Owner, by, msg)
 }
 
-// sandboxOfObject maps a pod to its sandbox by label.
-func sandboxOfObject(_ context.Context, obj client.Object) []reconcile.Request {
-	name, ok := obj.GetLabels()[v1.LabelSandbox]
+// sandboxOfPod maps a pod to its sandbox: by its label, or, for the pod of
+// a claimed warm member (labelled before the claim), by its namespace's.
+func (r *Reconciler) sandboxOfPod(ctx context.Context, pod client.Object) []reconcile.Request {
+	name, ok := pod.GetLabels()[v1.LabelSandbox]
 	if !ok {
-		return nil
+		ns := &corev1.Namespace{}
+		if err := r.Get(ctx, types.NamespacedName{Name: pod.GetNamespace()}, ns); err != nil {
+			return nil
+		}
+		if name, ok = ns.Labels[v1.LabelSandbox]; !ok {
+			return nil
+		}
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
 }
@@ -343,23 +350,23 @@ func sandboxOfObject(_ context.Context, obj client.Object) []reconcile.Request {
 // sandboxesOfTemplate finds the sandboxes a template change concerns: those
 // naming it and those of the warm pools built from it.
 func (r *Reconciler) sandboxesOfTemplate(ctx context.Context, tpl client.Object) []reconcile.Request {
-	reqs := r.sandboxesBy(templateIndex)(ctx, tpl)
+	reqs := r.sandboxesBy(index.SandboxTemplate)(ctx, tpl)
 	pools := &v1.WarmPoolList{}
-	if err := r.List(ctx, pools, client.MatchingFields{poolTemplateIndex: tpl.GetName()}); err != nil {
+	if err := r.List(ctx, pools, client.MatchingFields{index.WarmPoolTemplate: tpl.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "failed to list warm pools", "template", tpl.GetName())
 		return reqs
 	}
 	for i := range pools.Items {
-		reqs = append(reqs, r.sandboxesBy(warmPoolIndex)(ctx, &pools.Items[i])...)
+		reqs = append(reqs, r.sandboxesBy(index.SandboxWarmPool)(ctx, &pools.Items[i])...)
 	}
 	return reqs
 }
 
-func (r *Reconciler) sandboxesBy(index string) handler.MapFunc {
+func (r *Reconciler) sandboxesBy(field string) handler.MapFunc {
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
 		list := &v1.SandboxList{}
-		if err := r.List(ctx, list, client.MatchingFields{index: obj.GetName()}); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "failed to list sandboxes", "index", index, "name", obj.GetName())
+		if err := r.List(ctx, list, client.MatchingFields{field: obj.GetName()}); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "failed to list sandboxes", "index", field, "name", obj.GetName())
 			return nil
 		}
 		reqs := make([]reconcile.Request, 0, len(list.Items))

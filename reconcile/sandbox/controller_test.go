@@ -101,7 +101,7 @@ func TestDeleteLeavesNothingBehind(t *testing.T) {
 		return apierrors.IsNotFound(err), "namespace still exists"
 	})
 	pvcs := &corev1.PersistentVolumeClaimList{}
-	if err := c.List(ctx, pvcs, client.MatchingLabels{v1.LabelSandbox: sbx.Name}); err != nil || len(pvcs.Items) != 0 {
+	if err := c.List(ctx, pvcs, client.InNamespace(sandbox.NamespaceName(sbx.Name))); err != nil || len(pvcs.Items) != 0 {
 		t.Errorf("claims left: %d (%v)", len(pvcs.Items), err)
 	}
 }
@@ -158,34 +158,5 @@ func setState(t *testing.T, c client.Client, sbx *v1.Sandbox, state v1.SandboxSt
 	sbx.Spec.State = state
 	if err := c.Patch(context.Background(), sbx, patch); err != nil {
 		t.Fatalf("set state %s: %v", state, err)
-	}
-}
-
-// TestWarmPoolClaimFallsBackToColdStart: until warm members are handed out,
-// a claim on a pool starts from the pool's template and says so.
-func TestWarmPoolClaimFallsBackToColdStart(t *testing.T) {
-	t.Parallel()
-	c := testcluster.Get(t).Client
-	tpl := newTemplate(t, c, nil)
-	pool := &v1.WarmPool{
-		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("pool")},
-		Spec:       v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: tpl.Name}},
-	}
-	if err := c.Create(context.Background(), pool); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), pool) })
-	sbx := newSandbox(t, c, tpl, func(s *v1.Sandbox) {
-		s.Spec.TemplateRef = nil
-		s.Spec.WarmPoolRef = &v1.LocalObjectReference{Name: pool.Name}
-	})
-	got := waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
-	assertIsolated(t, c, got)
-	if got.Status.LaunchType != v1.LaunchCold || got.Status.LaunchMessage == "" {
-		t.Errorf("launch %s %q, want Cold with the reason", got.Status.LaunchType, got.Status.LaunchMessage)
-	}
-	ns := &corev1.Namespace{}
-	if err := c.Get(context.Background(), types.NamespacedName{Name: got.Status.Namespace}, ns); err != nil || ns.Labels[v1.LabelWarmPool] != pool.Name {
-		t.Errorf("namespace does not name the pool: %v %v", ns.Labels, err)
 	}
 }

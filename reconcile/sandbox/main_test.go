@@ -117,7 +117,10 @@ func waitCondition(t *testing.T, c client.Client, sbx *v1.Sandbox, status metav1
 func assertIsolated(t *testing.T, c client.Client, sbx *v1.Sandbox) {
 	t.Helper()
 	ctx := context.Background()
-	nsName := sandbox.NamespaceName(sbx.Name)
+	nsName := sbx.Status.Namespace
+	if nsName == "" {
+		t.Fatalf("sandbox %s has no namespace in its status", sbx.Name)
+	}
 	ns := &corev1.Namespace{}
 	if err := c.Get(ctx, types.NamespacedName{Name: nsName}, ns); err != nil {
 		t.Fatalf("namespace: %v", err)

@@ -18,10 +18,11 @@ const (
 	ReasonWarmPoolNotFound = "WarmPoolNotFound"
 	ReasonEnvRejected      = "EnvVarsInjectionRejected"
 	ReasonPodFailed        = "PodFailed"
+	ReasonWaitingForMember = "WaitingForMember"
 )
 
-// podReady is the Ready rule: the pod is Running, Ready and has an IP.
-func podReady(pod *corev1.Pod) bool {
+// PodReady is the Ready rule: the pod is Running, Ready and has an IP.
+func PodReady(pod *corev1.Pod) bool {
 	if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
 		return false
 	}
@@ -56,7 +57,7 @@ func phaseOf(o observed) (phase v1.SandboxPhase, ready bool, reason, message str
 		return v1.SandboxPhaseStarting, false, ReasonStarting, "waiting for the previous pod to terminate"
 	case o.pod.Status.Phase == corev1.PodFailed:
 		return v1.SandboxPhaseFailed, false, ReasonPodFailed, "pod failed: " + o.pod.Status.Message
-	case podReady(o.pod):
+	case PodReady(o.pod):
 		return v1.SandboxPhaseRunning, true, ReasonReady, "pod " + o.pod.Name + " is running and ready at " + o.pod.Status.PodIP
 	default:
 		return v1.SandboxPhaseStarting, false, ReasonStarting, startingMessage(o.pod)

@@ -22,11 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/index"
 )
-
-// nodePoolIndex indexes templates by the node pool they reference, so a
-// NodePool event finds its templates without a full list.
-const nodePoolIndex = "spec.nodePoolRef.name"
 
 // Reconciler reconciles SandboxTemplates.
 type Reconciler struct {
@@ -41,15 +38,8 @@ func NewReconciler(mgr ctrl.Manager) *Reconciler {
 
 // SetupWithManager watches templates and the node pools they reference.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1.SandboxTemplate{}, nodePoolIndex,
-		func(o client.Object) []string {
-			if ref := o.(*v1.SandboxTemplate).Spec.NodePoolRef; ref != nil {
-				return []string{ref.Name}
-			}
-			return nil
-		})
-	if err != nil {
-		return fmt.Errorf("failed to index templates by node pool: %w", err)
+	if err := index.Register(mgr); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.SandboxTemplate{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -137,7 +127,7 @@ func setConditions(tpl *v1.SandboxTemplate, p *problem) {
 
 func (r *Reconciler) templatesOfPool(ctx context.Context, pool client.Object) []reconcile.Request {
 	list := &v1.SandboxTemplateList{}
-	if err := r.List(ctx, list, client.MatchingFields{nodePoolIndex: pool.GetName()}); err != nil {
+	if err := r.List(ctx, list, client.MatchingFields{index.TemplateNodePool: pool.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "failed to list templates of node pool", "nodePool", pool.GetName())
 		return nil
 	}

@@ -1,0 +1,159 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+)
+
+// claimAttempts bounds how many members one pass tries when claims race for
+// the same member; the losers move on to the next one.
+const claimAttempts = 3
+
+// MemberObjects are the objects of a new warm pool member: the environment
+// a Sandbox of the pool would get, with the pod started, owned by the pool
+// and entered by nobody until a claim binds an owner.
+func MemberObjects(pool *v1.WarmPool, namespace string, tpl *v1.SandboxTemplate, nodePool *v1.NodePool, blocked []netip.Prefix) []client.Object {
+	bp := memberBlueprint(pool, namespace, tpl, nodePool)
+	return append(append([]client.Object{bp.namespaceObject()}, bp.isolation(blocked)...), bp.pod())
+}
+
+func memberBlueprint(pool *v1.WarmPool, namespace string, tpl *v1.SandboxTemplate, nodePool *v1.NodePool) blueprint {
+	l := managedLabels()
+	l[v1.LabelTemplate] = tpl.Name
+	l[v1.LabelWarmPool] = pool.Name
+	l[v1.LabelMember] = v1.MemberAvailable
+	l[v1.LabelTemplateHash] = tpl.Status.ContentHash
+	return blueprint{
+		namespace: namespace, labels: l, template: tpl, nodePool: nodePool, env: tpl.Spec.Env,
+		controller: controllerRef("WarmPool", pool),
+	}
+}
+
+// placeSandbox decides the namespace a sandbox lives in: the one it already
+// has, a warm member it claims now (justClaimed), or its own for a cold
+// start. An empty namespace means: wait for a member.
+func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res resolved) (namespace string, justClaimed bool, err error) {
+	if sbx.Status.Namespace != "" {
+		return sbx.Status.Namespace, false, nil
+	}
+	// A claim whose status write was lost (a crash, a conflict) is found by
+	// the label the claim put on the namespace, so it is never claimed twice.
+	mine := &corev1.NamespaceList{}
+	if err := r.List(ctx, mine, client.MatchingLabels{v1.LabelSandbox: sbx.Name}); err != nil {
+		return "", false, fmt.Errorf("failed to list namespaces of sandbox %s: %w", sbx.Name, err)
+	}
+	for _, ns := range mine.Items {
+		if metav1.IsControlledBy(&ns, sbx) {
+			return ns.Name, false, nil
+		}
+	}
+	switch {
+	case res.warmPool == nil:
+		sbx.Status.LaunchType, sbx.Status.LaunchMessage = v1.LaunchCold, ""
+		return NamespaceName(sbx.Name), false, nil
+	case len(sbx.Spec.Env) > 0:
+		sbx.Status.LaunchType = v1.LaunchCold
+		sbx.Status.LaunchMessage = "spec.env overrides the template's environment, which forces a cold start"
+		return NamespaceName(sbx.Name), false, nil
+	}
+	member, err := r.claim(ctx, sbx, res)
+	if err != nil || member != "" {
+		return member, member != "", err
+	}
+	if res.warmPool.Spec.WhenEmpty == v1.WhenEmptyWait {
+		return "", false, nil
+	}
+	sbx.Status.LaunchType = v1.LaunchCold
+	sbx.Status.LaunchMessage = fmt.Sprintf("WarmPool %s had no Ready member; started from its template", res.warmPool.Name)
+	return NamespaceName(sbx.Name), false, nil
+}
+
+// claim binds a Ready member of the pool to the sandbox with one write: an
+// update of the member's namespace, conditional on the resourceVersion the
+// cache saw, that re-labels it and moves its controller reference from the
+// pool to the sandbox. Two claims racing for one member cannot both win the
+// update; the loser tries the next member.
+func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (string, error) {
+	candidates, err := r.readyMembers(ctx, res)
+	if err != nil {
+		return "", err
+	}
+	// Concurrent claims start at different members (by a hash of the
+	// sandbox name) instead of all racing for the oldest.
+	start := 0
+	if len(candidates) > 0 {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(sbx.Name))
+		start = int(h.Sum32() % uint32(len(candidates)))
+	}
+	for i := 0; i < len(candidates) && i < claimAttempts; i++ {
+		ns := candidates[(start+i)%len(candidates)]
+		claimed := ns.DeepCopy()
+		claimed.Labels[v1.LabelMember] = v1.MemberClaimed
+		claimed.Labels[v1.LabelSandbox] = sbx.Name
+		claimed.Labels[v1.LabelOwner] = labelSafe(sbx.Spec.Owner)
+		if claimed.Annotations == nil {
+			claimed.Annotations = map[string]string{}
+		}
+		claimed.Annotations[AnnotationOwner] = sbx.Spec.Owner
+		claimed.OwnerReferences = []metav1.OwnerReference{controllerRef("Sandbox", sbx)}
+		err := r.Update(ctx, claimed)
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			continue // another claim won this member, or the pool removed it
+		}
+		if err != nil {
+			return "", fmt.Errorf("failed to claim member %s: %w", ns.Name, err)
+		}
+		now := metav1.NewTime(time.Now())
+		sbx.Status.LaunchType, sbx.Status.LaunchMessage, sbx.Status.ClaimedAt = v1.LaunchWarm, "", &now
+		return claimed.Name, nil
+	}
+	return "", nil
+}
+
+// readyMembers lists the pool's unclaimed members whose pod is Ready, oldest
+// first. Under the Recreate strategy a member built from an older template
+// is not handed out.
+func (r *Reconciler) readyMembers(ctx context.Context, res resolved) ([]corev1.Namespace, error) {
+	list := &corev1.NamespaceList{}
+	if err := r.List(ctx, list, client.MatchingLabels{
+		v1.LabelWarmPool: res.warmPool.Name, v1.LabelMember: v1.MemberAvailable,
+	}); err != nil {
+		return nil, fmt.Errorf("failed to list members of WarmPool %s: %w", res.warmPool.Name, err)
+	}
+	var ready []corev1.Namespace
+	for _, ns := range list.Items {
+		if ns.DeletionTimestamp != nil || !metav1.IsControlledBy(&ns, res.warmPool) {
+			continue
+		}
+		if res.warmPool.Spec.UpdateStrategy.Type == v1.RecreateUpdateStrategy && ns.Labels[v1.LabelTemplateHash] != res.template.Status.ContentHash {
+			continue
+		}
+		pod := &corev1.Pod{}
+		if err := r.Get(ctx, types.NamespacedName{Namespace: ns.Name, Name: PodName}, pod); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, err
+		}
+		if PodReady(pod) {
+			ready = append(ready, ns)
+		}
+	}
+	sort.Slice(ready, func(i, j int) bool {
+		return ready[i].CreationTimestamp.Before(&ready[j].CreationTimestamp)
+	})
+	return ready, nil
+}
