@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: on the local cluster (make cluster-up), run the reconciler,
 # apply the example declarations of examples/gitops with server-side apply,
-# and show the sandbox claimed from the warm pool become Ready in its own
-# isolated namespace. The reconciler stops when the demo ends; the cluster and
+# wait for the warm pool to fill, and show the sandbox claimed from it Ready
+# in its own isolated namespace. The reconciler stops when the demo ends; the cluster and
 # the objects stay for you to explore.
 set -euo pipefail
 
@@ -26,23 +26,30 @@ for _ in $(seq 1 100); do
 done
 echo "readyz: $(curl -fsS http://127.0.0.1:18081/readyz)"
 
-log "applying examples/gitops (server-side apply, field manager agentsandbox-demo)"
-kubectl apply --server-side --field-manager agentsandbox-demo -f examples/gitops/
+log "applying the node pool, template and warm pool of examples/gitops (server-side apply)"
+kubectl apply --server-side --field-manager agentsandbox-demo \
+	-f examples/gitops/node-pool.yaml -f examples/gitops/template.yaml -f examples/gitops/warm-pool.yaml
+log "waiting for the warm pool to be full"
+kubectl wait --for condition=Ready --timeout 2m warmpool/python
 
-log "waiting for sandbox alice-scratch to be Ready"
+log "claiming a sandbox from the pool: examples/gitops/sandbox.yaml"
+# A second demo run claims afresh.
+kubectl delete sandbox alice-scratch --ignore-not-found --wait >/dev/null
+kubectl apply --server-side --field-manager agentsandbox-demo -f examples/gitops/sandbox.yaml
 kubectl wait --for condition=Ready --timeout 2m sandbox/alice-scratch
-kubectl get sandbox alice-scratch -o jsonpath='requested {.status.requestedAt}, ready {.status.readyAt}, launch {.status.launchType}: {.status.launchMessage}{"\n"}' 
+kubectl get sandbox alice-scratch -o jsonpath='launch {.status.launchType} {.status.launchMessage}; requested {.status.requestedAt}, claimed {.status.claimedAt}, ready {.status.readyAt}; namespace {.status.namespace}{"\n"}'
+ns="$(kubectl get sandbox alice-scratch -o jsonpath='{.status.namespace}')"
 
 log "kubectl get agentsandbox -o wide"
 kubectl get agentsandbox -o wide
 
-log "what the sandbox is made of: kubectl -n sandbox-alice-scratch get ..."
-kubectl -n sandbox-alice-scratch get pod,pvc,networkpolicy,resourcequota,limitrange,rolebinding
-kubectl get namespace sandbox-alice-scratch --show-labels
+log "what the sandbox is made of: kubectl -n ${ns} get ..."
+kubectl -n "${ns}" get pod,pvc,networkpolicy,resourcequota,limitrange,rolebinding
+kubectl get namespace "${ns}" --show-labels
 
 log "only the owner may exec into it"
 for user in alice@example.com bob@example.com; do
-	echo "${user} may exec: $(kubectl auth can-i create pods --subresource exec -n sandbox-alice-scratch --as "${user}" || true)"
+	echo "${user} may exec: $(kubectl auth can-i create pods --subresource exec -n "${ns}" --as "${user}" || true)"
 done
 
 log "reconciler metrics"

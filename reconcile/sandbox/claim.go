@@ -48,10 +48,12 @@ func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res reso
 	if sbx.Status.Namespace != "" {
 		return sbx.Status.Namespace, false, nil
 	}
-	// A claim whose status write was lost (a crash, a conflict) is found by
-	// the label the claim put on the namespace, so it is never claimed twice.
+	// A claim whose status write was lost (a crash, a conflict) or that the
+	// cache has not caught up with is found by the label the claim put on the
+	// namespace, read from the API server rather than the cache, so a
+	// sandbox never claims a second member.
 	mine := &corev1.NamespaceList{}
-	if err := r.List(ctx, mine, client.MatchingLabels{v1.LabelSandbox: sbx.Name}); err != nil {
+	if err := r.apiReader.List(ctx, mine, client.MatchingLabels{v1.LabelSandbox: sbx.Name}); err != nil {
 		return "", false, fmt.Errorf("failed to list namespaces of sandbox %s: %w", sbx.Name, err)
 	}
 	for _, ns := range mine.Items {

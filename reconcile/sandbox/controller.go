@@ -40,7 +40,10 @@ const waitRetry = 10 * time.Second
 // Reconciler reconciles Sandboxes.
 type Reconciler struct {
 	client.Client
-	recorder recorder.EventRecorder
+	// apiReader reads past the cache where a stale answer could cost a
+	// double claim.
+	apiReader client.Reader
+	recorder  recorder.EventRecorder
 
 	// BlockedEgress are ranges broader egress rules never open.
 	BlockedEgress []netip.Prefix
@@ -50,6 +53,7 @@ type Reconciler struct {
 func NewReconciler(mgr ctrl.Manager) *Reconciler {
 	return &Reconciler{
 		Client:        mgr.GetClient(),
+		apiReader:     mgr.GetAPIReader(),
 		recorder:      mgr.GetEventRecorder("sandbox-controller"),
 		BlockedEgress: DefaultBlockedEgress,
 	}

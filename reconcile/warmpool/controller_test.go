@@ -1,0 +1,202 @@
+package warmpool_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
+)
+
+func TestMain(m *testing.M) {
+	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.SetupControllers(mgr) })
+}
+
+func create(t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	if err := c.Create(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), obj) })
+}
+
+func newPool(t *testing.T, c client.Client, image string, replicas int32, strategy v1.WarmPoolUpdateStrategyType) (*v1.SandboxTemplate, *v1.WarmPool) {
+	t.Helper()
+	tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("tpl")}, Spec: v1.SandboxTemplateSpec{Image: image}}
+	create(t, c, tpl)
+	pool := &v1.WarmPool{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("pool")},
+		Spec: v1.WarmPoolSpec{
+			TemplateRef: v1.LocalObjectReference{Name: tpl.Name}, Replicas: ptr.To(replicas),
+			UpdateStrategy: v1.WarmPoolUpdateStrategy{Type: strategy},
+		},
+	}
+	create(t, c, pool)
+	return tpl, pool
+}
+
+// members returns the pool's unclaimed member namespaces by template hash.
+func members(t *testing.T, c client.Client, pool *v1.WarmPool) map[string]int {
+	t.Helper()
+	list := &corev1.NamespaceList{}
+	if err := c.List(context.Background(), list, client.MatchingLabels{v1.LabelWarmPool: pool.Name, v1.LabelMember: v1.MemberAvailable}); err != nil {
+		t.Fatal(err)
+	}
+	byHash := map[string]int{}
+	for _, ns := range list.Items {
+		if ns.DeletionTimestamp == nil {
+			byHash[ns.Labels[v1.LabelTemplateHash]]++
+		}
+	}
+	return byHash
+}
+
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	last := ""
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		ok, seen := cond()
+		last = seen
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("timed out waiting for %s; last seen: %s", what, last)
+	}
+}
+
+func poolStatus(t *testing.T, c client.Client, pool *v1.WarmPool, replicas, ready int32) *v1.WarmPool {
+	t.Helper()
+	got := &v1.WarmPool{}
+	eventually(t, fmt.Sprintf("pool %s at %d/%d", pool.Name, ready, replicas), func() (bool, string) {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(pool), got); err != nil {
+			return false, err.Error()
+		}
+		return got.Status.Replicas == replicas && got.Status.ReadyReplicas == ready && got.Status.ObservedGeneration == got.Generation,
+			fmt.Sprintf("%d/%d: %s", got.Status.ReadyReplicas, got.Status.Replicas, conditions.GetMessage(got, v1.ReadyCondition))
+	})
+	return got
+}
+
+func setImage(t *testing.T, c client.Client, tpl *v1.SandboxTemplate, image string) string {
+	t.Helper()
+	patch := client.MergeFrom(tpl.DeepCopy())
+	tpl.Spec.Image = image
+	if err := c.Patch(context.Background(), tpl, patch); err != nil {
+		t.Fatal(err)
+	}
+	hash := ""
+	eventually(t, "new template hash", func() (bool, string) {
+		got := &v1.SandboxTemplate{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(tpl), got); err != nil {
+			return false, err.Error()
+		}
+		hash = got.Status.ContentHash
+		return got.Status.ObservedGeneration == got.Generation && conditions.IsTrue(got, v1.ReadyCondition), hash
+	})
+	return hash
+}
+
+func TestPoolFillsAndScalesThroughScaleSubresource(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	ctx := context.Background()
+	_, pool := newPool(t, c, "python:3.12", 3, v1.OnReplenishUpdateStrategy)
+	got := poolStatus(t, c, pool, 3, 3)
+	if !conditions.IsTrue(got, v1.ReadyCondition) || !strings.Contains(got.Status.Selector, pool.Name) {
+		t.Errorf("full pool: %+v", got.Status)
+	}
+
+	scaleTo := func(replicas int32) {
+		t.Helper()
+		scale := &autoscalingv1.Scale{}
+		if err := c.SubResource("scale").Get(ctx, pool, scale); err != nil {
+			t.Fatal(err)
+		}
+		scale.Spec.Replicas = replicas
+		if err := c.SubResource("scale").Update(ctx, pool, client.WithSubResourceBody(scale)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scaleTo(5)
+	poolStatus(t, c, pool, 5, 5)
+	scaleTo(1)
+	poolStatus(t, c, pool, 1, 1)
+	eventually(t, "surplus members deleted", func() (bool, string) {
+		n := 0
+		for _, count := range members(t, c, pool) {
+			n += count
+		}
+		return n == 1, fmt.Sprintf("%d members", n)
+	})
+}
+
+func TestRecreateRollsMembersAtOnce(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	tpl, pool := newPool(t, c, "python:3.12", 2, v1.RecreateUpdateStrategy)
+	poolStatus(t, c, pool, 2, 2)
+	hash := setImage(t, c, tpl, "python:3.13")
+	eventually(t, "every member rebuilt from the new template", func() (bool, string) {
+		byHash := members(t, c, pool)
+		return byHash[hash] == 2 && len(byHash) == 1, fmt.Sprint(byHash)
+	})
+	poolStatus(t, c, pool, 2, 2)
+}
+
+func TestOnReplenishKeepsStaleMembersUntilClaimed(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	tpl, pool := newPool(t, c, "python:3.12", 2, v1.OnReplenishUpdateStrategy)
+	poolStatus(t, c, pool, 2, 2)
+	old := ""
+	for h := range members(t, c, pool) {
+		old = h
+	}
+	setImage(t, c, tpl, "python:3.13")
+	// Give the controller time to (wrongly) roll; the stale members stay.
+	time.Sleep(2 * time.Second)
+	if byHash := members(t, c, pool); byHash[old] != 2 {
+		t.Fatalf("OnReplenish replaced members before any claim: %v", byHash)
+	}
+	sbx := &v1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("claim")},
+		Spec:       v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: pool.Name}, Owner: "alice@example.com"},
+	}
+	create(t, c, sbx)
+	eventually(t, "a claimed member replaced from the new template", func() (bool, string) {
+		byHash := members(t, c, pool)
+		return byHash[old] == 1 && len(byHash) == 2, fmt.Sprint(byHash)
+	})
+}
+
+func TestBrokenTemplateGivesAClearCondition(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	pool := &v1.WarmPool{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("pool")},
+		Spec:       v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: "no-such-template"}},
+	}
+	create(t, c, pool)
+	eventually(t, "TemplateNotReady naming the template", func() (bool, string) {
+		got := &v1.WarmPool{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(pool), got); err != nil {
+			return false, err.Error()
+		}
+		cond := conditions.Get(got, v1.ReadyCondition)
+		return cond != nil && cond.Reason == "TemplateNotReady" && strings.Contains(cond.Message, `"no-such-template" does not exist`), fmt.Sprint(cond)
+	})
+}
