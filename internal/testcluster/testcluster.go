@@ -328,3 +328,19 @@ func (c *Cluster) Node(t testing.TB, labels map[string]string, taints ...corev1.
 	})
 	return n
 }
+
+// Eventually polls cond every 100ms for up to a minute and fails the test
+// if it never holds; cond also says what it saw, for the failure message.
+func Eventually(t testing.TB, what string, cond func() (bool, string)) {
+	t.Helper()
+	last := ""
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true,
+		func(context.Context) (bool, error) {
+			ok, seen := cond()
+			last = seen
+			return ok, nil
+		})
+	if err != nil {
+		t.Fatalf("timed out waiting for %s; last seen: %s", what, last)
+	}
+}

@@ -22,9 +22,9 @@ const ServiceAccount = "system:serviceaccount:agentsandbox-system:agentsandbox-r
 
 // Run starts a manager with the controllers that setup registers, runs the
 // package's tests (m.Run) and stops the manager. Use it from TestMain. The
-// manager runs without leader election: every test package has its own, and
-// controllers are level-based, so two packages reconciling the same object
-// converge to the same state.
+// manager runs without leader election and reconciles every object of the
+// cluster, so `make test` runs one package at a time (go test -p 1): two
+// reconcilers at once is not how it runs in a cluster.
 func Run(m *testing.M, setup func(ctrl.Manager) error) int {
 	// Errors only: a controller that cannot start its watches says why.
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel), zap.StacktraceLevel(zapcore.PanicLevel)))

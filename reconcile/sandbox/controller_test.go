@@ -64,7 +64,7 @@ func TestStopAndStartKeepTheWorkspace(t *testing.T) {
 	if stopped.Status.Phase != v1.SandboxPhaseStopped || stopped.Status.PodName != "" {
 		t.Errorf("stopped status %+v", stopped.Status)
 	}
-	eventually(t, "pod deleted", func() (bool, string) {
+	testcluster.Eventually(t, "pod deleted", func() (bool, string) {
 		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox.PodName}, &corev1.Pod{})
 		return apierrors.IsNotFound(err), "pod still there"
 	})
@@ -96,7 +96,7 @@ func TestDeleteLeavesNothingBehind(t *testing.T) {
 	if err := c.Delete(ctx, sbx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "namespace gone", func() (bool, string) {
+	testcluster.Eventually(t, "namespace gone", func() (bool, string) {
 		err := c.Get(ctx, types.NamespacedName{Name: sandbox.NamespaceName(sbx.Name)}, &corev1.Namespace{})
 		return apierrors.IsNotFound(err), "namespace still exists"
 	})
@@ -127,7 +127,7 @@ func TestExpiry(t *testing.T) {
 	if err := c.Get(ctx, types.NamespacedName{Name: sandbox.NamespaceName(stop.Name)}, &corev1.Namespace{}); err != nil {
 		t.Errorf("an expired sandbox with policy Stop lost its namespace: %v", err)
 	}
-	eventually(t, "expired sandbox with policy Delete deleted", func() (bool, string) {
+	testcluster.Eventually(t, "expired sandbox with policy Delete deleted", func() (bool, string) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(del), &v1.Sandbox{})
 		return apierrors.IsNotFound(err), "still there"
 	})

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,22 +25,6 @@ import (
 
 func TestMain(m *testing.M) {
 	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.SetupControllers(mgr) })
-}
-
-// eventually polls cond for up to a minute; the message says what was
-// awaited and what was last seen.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	last := ""
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true,
-		func(context.Context) (bool, error) {
-			ok, seen := cond()
-			last = seen
-			return ok, nil
-		})
-	if err != nil {
-		t.Fatalf("timed out waiting for %s; last seen: %s", what, last)
-	}
 }
 
 func newTemplate(t *testing.T, c client.Client, mutate func(*v1.SandboxTemplate)) *v1.SandboxTemplate {
@@ -96,7 +78,7 @@ var phaseOfReason = map[string]v1.SandboxPhase{
 func waitCondition(t *testing.T, c client.Client, sbx *v1.Sandbox, status metav1.ConditionStatus, reason string, parts ...string) *v1.Sandbox {
 	t.Helper()
 	got := &v1.Sandbox{}
-	eventually(t, fmt.Sprintf("sandbox %s Ready=%s %s", sbx.Name, status, reason), func() (bool, string) {
+	testcluster.Eventually(t, fmt.Sprintf("sandbox %s Ready=%s %s", sbx.Name, status, reason), func() (bool, string) {
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(sbx), got); err != nil {
 			return false, err.Error()
 		}
@@ -206,7 +188,7 @@ func contains(list []string, s string) bool {
 
 func hasEvent(t *testing.T, c client.Client, sbx *v1.Sandbox, reason, text string) {
 	t.Helper()
-	eventually(t, "event "+reason+" for "+sbx.Name, func() (bool, string) {
+	testcluster.Eventually(t, "event "+reason+" for "+sbx.Name, func() (bool, string) {
 		list := &corev1.EventList{}
 		if err := c.List(context.Background(), list, client.InNamespace(metav1.NamespaceDefault)); err != nil {
 			return false, err.Error()

@@ -38,7 +38,7 @@ func newPool(t *testing.T, c client.Client, tpl *v1.SandboxTemplate, replicas in
 
 func waitPoolReady(t *testing.T, c client.Client, pool *v1.WarmPool, ready int32) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("pool %s with %d ready members", pool.Name, ready), func() (bool, string) {
+	testcluster.Eventually(t, fmt.Sprintf("pool %s with %d ready members", pool.Name, ready), func() (bool, string) {
 		got := &v1.WarmPool{}
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(pool), got); err != nil {
 			return false, err.Error()
@@ -84,7 +84,7 @@ func TestWarmClaimHandsOutAReadyMember(t *testing.T) {
 	if err := c.Delete(ctx, got); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "claimed member deleted with its sandbox", func() (bool, string) {
+	testcluster.Eventually(t, "claimed member deleted with its sandbox", func() (bool, string) {
 		err := c.Get(ctx, types.NamespacedName{Name: ns.Name}, &corev1.Namespace{})
 		return apierrors.IsNotFound(err), "namespace still exists"
 	})

@@ -28,7 +28,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/apply"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/index"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
 )
@@ -117,7 +116,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	want := int(ptrOr(pool.Spec.Replicas, 1))
 	keep, drop := plan(members, want, pool.Spec.UpdateStrategy.Type, tpl.Status.ContentHash)
 	for _, m := range drop {
-		if err := r.Delete(ctx, &m.ns); client.IgnoreNotFound(err) != nil {
+		// Conditional on the resourceVersion the cache saw: a member a
+		// Sandbox claimed meanwhile has changed and is not deleted.
+		rv := m.ns.ResourceVersion
+		err := r.Delete(ctx, &m.ns, client.Preconditions{UID: &m.ns.UID, ResourceVersion: &rv})
+		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 			return ctrl.Result{}, fmt.Errorf("failed to delete member %s: %w", m.ns.Name, err)
 		}
 	}
@@ -130,13 +133,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			return ctrl.Result{}, err
 		}
 	}
-	// A member whose creation was cut short gets its missing objects.
+	// A member whose creation was cut short (a crash, a failed write) gets
+	// its missing objects.
 	for _, m := range keep {
 		if !m.complete {
-			for _, obj := range sandbox.MemberObjects(pool, m.ns.Name, tpl, nodePool, r.BlockedEgress)[1:] {
-				if _, err := apply.IfChanged(ctx, r.Client, obj); err != nil {
-					return ctrl.Result{}, err
-				}
+			if err := r.createAll(ctx, sandbox.MemberObjects(pool, m.ns.Name, tpl, nodePool, r.BlockedEgress)[1:]); err != nil {
+				return ctrl.Result{}, fmt.Errorf("failed to complete member %s: %w", m.ns.Name, err)
 			}
 		}
 	}
@@ -227,9 +229,19 @@ func plan(members []member, want int, strategy v1.WarmPoolUpdateStrategyType, ha
 func (r *Reconciler) createMember(ctx context.Context, pool *v1.WarmPool, tpl *v1.SandboxTemplate, nodePool *v1.NodePool) error {
 	name := memberName(pool.Name)
 	r.expected.created(pool.Name, name)
-	for _, obj := range sandbox.MemberObjects(pool, name, tpl, nodePool, r.BlockedEgress) {
-		if err := r.Create(ctx, obj); err != nil {
-			return fmt.Errorf("failed to create %T %s for member %s: %w", obj, obj.GetName(), name, err)
+	if err := r.createAll(ctx, sandbox.MemberObjects(pool, name, tpl, nodePool, r.BlockedEgress)); err != nil {
+		return fmt.Errorf("failed to create member %s: %w", name, err)
+	}
+	return nil
+}
+
+// createAll creates the objects in order; one that exists already (created
+// by an earlier, interrupted pass) is left as it is. Members are not
+// repaired beyond that: they live until claimed or rolled.
+func (r *Reconciler) createAll(ctx context.Context, objs []client.Object) error {
+	for _, obj := range objs {
+		if err := r.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("failed to create %T %s: %w", obj, obj.GetName(), err)
 		}
 	}
 	return nil

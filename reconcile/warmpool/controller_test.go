@@ -11,7 +11,6 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,23 +64,10 @@ func members(t *testing.T, c client.Client, pool *v1.WarmPool) map[string]int {
 	return byHash
 }
 
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	last := ""
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		ok, seen := cond()
-		last = seen
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("timed out waiting for %s; last seen: %s", what, last)
-	}
-}
-
 func poolStatus(t *testing.T, c client.Client, pool *v1.WarmPool, replicas, ready int32) *v1.WarmPool {
 	t.Helper()
 	got := &v1.WarmPool{}
-	eventually(t, fmt.Sprintf("pool %s at %d/%d", pool.Name, ready, replicas), func() (bool, string) {
+	testcluster.Eventually(t, fmt.Sprintf("pool %s at %d/%d", pool.Name, ready, replicas), func() (bool, string) {
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(pool), got); err != nil {
 			return false, err.Error()
 		}
@@ -99,7 +85,7 @@ func setImage(t *testing.T, c client.Client, tpl *v1.SandboxTemplate, image stri
 		t.Fatal(err)
 	}
 	hash := ""
-	eventually(t, "new template hash", func() (bool, string) {
+	testcluster.Eventually(t, "new template hash", func() (bool, string) {
 		got := &v1.SandboxTemplate{}
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(tpl), got); err != nil {
 			return false, err.Error()
@@ -135,7 +121,7 @@ func TestPoolFillsAndScalesThroughScaleSubresource(t *testing.T) {
 	poolStatus(t, c, pool, 5, 5)
 	scaleTo(1)
 	poolStatus(t, c, pool, 1, 1)
-	eventually(t, "surplus members deleted", func() (bool, string) {
+	testcluster.Eventually(t, "surplus members deleted", func() (bool, string) {
 		n := 0
 		for _, count := range members(t, c, pool) {
 			n += count
@@ -150,7 +136,7 @@ func TestRecreateRollsMembersAtOnce(t *testing.T) {
 	tpl, pool := newPool(t, c, "python:3.12", 2, v1.RecreateUpdateStrategy)
 	poolStatus(t, c, pool, 2, 2)
 	hash := setImage(t, c, tpl, "python:3.13")
-	eventually(t, "every member rebuilt from the new template", func() (bool, string) {
+	testcluster.Eventually(t, "every member rebuilt from the new template", func() (bool, string) {
 		byHash := members(t, c, pool)
 		return byHash[hash] == 2 && len(byHash) == 1, fmt.Sprint(byHash)
 	})
@@ -177,9 +163,12 @@ func TestOnReplenishKeepsStaleMembersUntilClaimed(t *testing.T) {
 		Spec:       v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: pool.Name}, Owner: "alice@example.com"},
 	}
 	create(t, c, sbx)
-	eventually(t, "a claimed member replaced from the new template", func() (bool, string) {
+	testcluster.Eventually(t, "a claimed member replaced from the new template", func() (bool, string) {
 		byHash := members(t, c, pool)
-		return byHash[old] == 1 && len(byHash) == 2, fmt.Sprint(byHash)
+		got := &v1.Sandbox{}
+		_ = c.Get(context.Background(), client.ObjectKeyFromObject(sbx), got)
+		return byHash[old] == 1 && len(byHash) == 2, fmt.Sprintf("members by template hash %v; sandbox %s %s %q", byHash,
+			got.Status.LaunchType, conditions.GetMessage(got, v1.ReadyCondition), got.Status.LaunchMessage)
 	})
 }
 
@@ -191,7 +180,7 @@ func TestBrokenTemplateGivesAClearCondition(t *testing.T) {
 		Spec:       v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: "no-such-template"}},
 	}
 	create(t, c, pool)
-	eventually(t, "TemplateNotReady naming the template", func() (bool, string) {
+	testcluster.Eventually(t, "TemplateNotReady naming the template", func() (bool, string) {
 		got := &v1.WarmPool{}
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(pool), got); err != nil {
 			return false, err.Error()
