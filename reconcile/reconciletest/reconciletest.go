@@ -4,7 +4,9 @@ package reconciletest
 
 import (
 	"context"
+	"net/http"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -39,6 +41,7 @@ func Run(m *testing.M, setup func(ctrl.Manager) error) int {
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: ServiceAccount, Groups: []string{
 		"system:serviceaccounts", "system:serviceaccounts:agentsandbox-system", "system:authenticated",
 	}}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return writeCounter{rt} })
 	mgr, err := reconcile.NewManager(cfg, reconcile.ManagerOptions{
 		MetricsAddr: "0", HealthAddr: "0", GracefulShutdownTimeout: 5 * time.Second,
 	})
@@ -67,6 +70,51 @@ func Run(m *testing.M, setup func(ctrl.Manager) error) int {
 		}
 	}
 	return code
+}
+
+var (
+	writesMu sync.Mutex
+	writes   []Write
+)
+
+// Write is one mutating request the controllers sent.
+type Write struct {
+	Method, Path string
+}
+
+// writeCounter records the controllers' mutating requests, so tests can
+// count the API writes an operation costs.
+type writeCounter struct{ next http.RoundTripper }
+
+func (w writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet {
+		writesMu.Lock()
+		writes = append(writes, Write{Method: req.Method, Path: req.URL.Path})
+		writesMu.Unlock()
+	}
+	return w.next.RoundTrip(req)
+}
+
+// WriteCount is how many mutating requests the controllers sent so far; pass
+// it to Writes to see only what came after.
+func WriteCount() int {
+	writesMu.Lock()
+	defer writesMu.Unlock()
+	return len(writes)
+}
+
+// Writes returns the controllers' mutating requests since the since-th that
+// match.
+func Writes(since int, match func(Write) bool) []Write {
+	writesMu.Lock()
+	defer writesMu.Unlock()
+	var out []Write
+	for _, w := range writes[since:] {
+		if match(w) {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // Main is TestMain for a package whose tests need controllers running.

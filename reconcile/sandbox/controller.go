@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"github.com/fluxcd/pkg/runtime/patch"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -103,14 +103,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		// The namespace and everything in it go by garbage collection.
 		return ctrl.Result{}, nil
 	}
-	patcher := patch.NewSerialPatcher(sbx, r.Client)
 	before := sbx.DeepCopy()
 	defer func() {
 		r.recordTransition(before, sbx)
-		if err := patcher.Patch(ctx, sbx, patch.WithOwnedConditions{Conditions: []string{
-			v1.ReadyCondition, v1.ReconcilingCondition, v1.StalledCondition,
-		}}, patch.WithStatusObservedGeneration{}); err != nil && !apierrors.IsNotFound(err) && retErr == nil {
-			retErr = fmt.Errorf("failed to patch status: %w", err)
+		if err := r.patchStatus(ctx, before, sbx); err != nil && retErr == nil {
+			retErr = err
 		}
 	}()
 	if sbx.Status.RequestedAt == nil {
@@ -172,6 +169,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{RequeueAfter: left}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// patchStatus writes the status in one merge patch, and nothing when it did
+// not change. The fluxcd patch helper would send conditions and the other
+// status fields as two requests; a warm claim's write budget has room for
+// one. The controller owns every condition of a Sandbox, so replacing the
+// list whole is right.
+func (r *Reconciler) patchStatus(ctx context.Context, before, sbx *v1.Sandbox) error {
+	sbx.Status.ObservedGeneration = sbx.Generation
+	if equality.Semantic.DeepEqual(before.Status, sbx.Status) {
+		return nil
+	}
+	if err := r.Status().Patch(ctx, sbx, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("failed to patch status: %w", err)
+	}
+	return nil
 }
 
 // wait is a reason the sandbox cannot be built yet, or (terminal) at all.
