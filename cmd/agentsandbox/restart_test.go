@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,34 +18,139 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 )
 
+// reconciler is the real agentsandbox binary running `reconcile` against the
+// test cluster, which a test can SIGKILL and restart.
+type reconciler struct {
+	t    *testing.T
+	bin  string
+	conf string
+	proc *exec.Cmd
+}
+
+// binDir holds the binary the restart tests build once; TestMain removes it.
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+var buildOnce = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "agentsandbox-bin")
+	if err != nil {
+		return "", err
+	}
+	binDir = dir
+	bin := filepath.Join(dir, "agentsandbox")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%w\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func startReconciler(t *testing.T, cluster *testcluster.Cluster) *reconciler {
+	t.Helper()
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatalf("go build: %v", err)
+	}
+	r := &reconciler{t: t, bin: bin, conf: cluster.Kubeconfig}
+	r.start()
+	t.Cleanup(func() {
+		_ = r.proc.Process.Signal(os.Interrupt)
+		_ = r.proc.Wait()
+	})
+	return r
+}
+
+func (r *reconciler) start() {
+	r.proc = exec.Command(r.bin, "reconcile", "--kubeconfig", r.conf, "--leader-elect=false", "--metrics-addr=0", "--health-addr=0")
+	if err := r.proc.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// killAndRestart SIGKILLs the reconciler at times random moments apart and
+// starts it again each time.
+func (r *reconciler) killAndRestart(times int) {
+	for i := 0; i < times; i++ {
+		time.Sleep(time.Duration(50+rand.IntN(400)) * time.Millisecond)
+		if err := r.proc.Process.Signal(syscall.SIGKILL); err != nil {
+			r.t.Fatal(err)
+		}
+		_ = r.proc.Wait()
+		r.start()
+	}
+}
+
+func waitReady(t *testing.T, c client.Client, s *v1.Sandbox) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
+			return false, err
+		}
+		return conditions.IsTrue(s, v1.ReadyCondition) && s.Status.Namespace != "", nil
+	})
+	if err != nil {
+		t.Fatalf("sandbox %s not Ready after the restarts: %s", s.Name, conditions.GetMessage(s, v1.ReadyCondition))
+	}
+}
+
+func createSandboxes(t *testing.T, c client.Client, n int, spec v1.SandboxSpec) []*v1.Sandbox {
+	t.Helper()
+	var out []*v1.Sandbox
+	for i := 0; i < n; i++ {
+		s := &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("restart")}, Spec: spec}
+		if err := c.Create(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// deleteAndWaitGone deletes the sandboxes and waits for every namespace they
+// held to be gone.
+func deleteAndWaitGone(t *testing.T, c client.Client, sandboxes []*v1.Sandbox) {
+	t.Helper()
+	ctx := context.Background()
+	for _, s := range sandboxes {
+		if err := c.Delete(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, s := range sandboxes {
+			list := &corev1.NamespaceList{}
+			if err := c.List(ctx, list, client.MatchingLabels{v1.LabelSandbox: s.Name}); err != nil || len(list.Items) > 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("namespaces left behind after deleting the sandboxes: %v", err)
+	}
+}
+
 // TestReconcilerSurvivesSIGKILL runs the real binary, kills it with SIGKILL
 // at random moments while it builds a batch of sandboxes, restarts it, and
 // checks that every sandbox converges with exactly one of each object and
-// nothing left after deletion.
+// nothing is left after deletion.
 func TestReconcilerSurvivesSIGKILL(t *testing.T) {
 	cluster := testcluster.Get(t)
 	c := cluster.Client
 	ctx := context.Background()
-	bin := filepath.Join(t.TempDir(), "agentsandbox")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, "reconcile", "--kubeconfig", cluster.Kubeconfig,
-			"--leader-elect=false", "--metrics-addr=0", "--health-addr=0")
-		cmd.Stdout, cmd.Stderr = nil, nil
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
-
 	tpl := &v1.SandboxTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("restart")},
 		Spec:       v1.SandboxTemplateSpec{Image: "python:3.12", Workspace: v1.Workspace{Persistent: true}},
@@ -53,42 +160,13 @@ func TestReconcilerSurvivesSIGKILL(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = c.Delete(ctx, tpl) })
 
-	proc := start()
-	var sandboxes []*v1.Sandbox
-	for i := 0; i < 8; i++ {
-		s := &v1.Sandbox{
-			ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("restart")},
-			Spec:       v1.SandboxSpec{TemplateRef: &v1.LocalObjectReference{Name: tpl.Name}, Owner: "alice@example.com"},
-		}
-		if err := c.Create(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-		sandboxes = append(sandboxes, s)
-	}
-	for kill := 0; kill < 3; kill++ {
-		time.Sleep(time.Duration(50+rand.IntN(400)) * time.Millisecond)
-		if err := proc.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		_ = proc.Wait()
-		proc = start()
-	}
-	t.Cleanup(func() {
-		_ = proc.Process.Signal(os.Interrupt)
-		_ = proc.Wait()
-	})
+	proc := startReconciler(t, cluster)
+	sandboxes := createSandboxes(t, c, 8, v1.SandboxSpec{TemplateRef: &v1.LocalObjectReference{Name: tpl.Name}, Owner: "alice@example.com"})
+	proc.killAndRestart(3)
 
 	for _, s := range sandboxes {
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			if err := c.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
-				return false, err
-			}
-			return conditions.IsTrue(s, v1.ReadyCondition), nil
-		})
-		if err != nil {
-			t.Fatalf("sandbox %s not Ready after the restarts: %s", s.Name, conditions.GetMessage(s, v1.ReadyCondition))
-		}
-		ns := client.InNamespace("sandbox-" + s.Name)
+		waitReady(t, c, s)
+		ns := client.InNamespace(s.Status.Namespace)
 		for _, list := range []client.ObjectList{&corev1.PodList{}, &networkingv1.NetworkPolicyList{}, &corev1.PersistentVolumeClaimList{}, &corev1.ResourceQuotaList{}} {
 			if err := c.List(ctx, list, ns); err != nil {
 				t.Fatal(err)
@@ -102,22 +180,61 @@ func TestReconcilerSurvivesSIGKILL(t *testing.T) {
 			}
 		}
 	}
+	deleteAndWaitGone(t, c, sandboxes)
+}
 
-	for _, s := range sandboxes {
-		if err := c.Delete(ctx, s); err != nil {
-			t.Fatal(err)
-		}
+// TestWarmClaimsSurviveSIGKILL claims more sandboxes than a warm pool holds
+// while the reconciler is killed and restarted: no member is handed to two
+// sandboxes, no sandbox holds two members, and warm plus cold add up.
+func TestWarmClaimsSurviveSIGKILL(t *testing.T) {
+	cluster := testcluster.Get(t)
+	c := cluster.Client
+	ctx := context.Background()
+	tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("warm-restart")}, Spec: v1.SandboxTemplateSpec{Image: "python:3.12"}}
+	if err := c.Create(ctx, tpl); err != nil {
+		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		for _, s := range sandboxes {
-			err := c.Get(ctx, client.ObjectKey{Name: "sandbox-" + s.Name}, &corev1.Namespace{})
-			if err == nil {
-				return false, nil
-			}
-		}
-		return true, nil
+	t.Cleanup(func() { _ = c.Delete(ctx, tpl) })
+	pool := &v1.WarmPool{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("warm-restart")},
+		Spec:       v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: tpl.Name}, Replicas: ptr.To[int32](8)},
+	}
+	if err := c.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(ctx, pool) })
+
+	proc := startReconciler(t, cluster)
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(pool), pool)
+		return err == nil && pool.Status.ReadyReplicas == 8, nil
 	})
 	if err != nil {
-		t.Fatalf("namespaces left behind after deleting the sandboxes: %v", err)
+		t.Fatalf("pool never full: %d ready", pool.Status.ReadyReplicas)
 	}
+	sandboxes := createSandboxes(t, c, 16, v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: pool.Name}, Owner: "alice@example.com"})
+	proc.killAndRestart(4)
+
+	holder := map[string]string{}
+	launches := map[v1.LaunchType]int{}
+	for _, s := range sandboxes {
+		waitReady(t, c, s)
+		if other, dup := holder[s.Status.Namespace]; dup {
+			t.Errorf("namespace %s handed to %s and %s", s.Status.Namespace, other, s.Name)
+		}
+		holder[s.Status.Namespace] = s.Name
+		launches[s.Status.LaunchType]++
+		held := &corev1.NamespaceList{}
+		if err := c.List(ctx, held, client.MatchingLabels{v1.LabelSandbox: s.Name}); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(held.Items); n != 1 {
+			t.Errorf("sandbox %s holds %d namespaces, want 1", s.Name, n)
+		}
+	}
+	if launches[v1.LaunchWarm]+launches[v1.LaunchCold] != len(sandboxes) {
+		t.Errorf("launches %v do not add up to %d", launches, len(sandboxes))
+	}
+	t.Logf("launches: %v", launches)
+	deleteAndWaitGone(t, c, sandboxes)
 }
