@@ -1,0 +1,228 @@
+// Package bench measures claim latency against the API server's own floor,
+// on the test cluster, with the reconciler running in-process:
+//
+//	make bench     (go test -run '^$' -bench . -benchtime 100x ./bench/)
+//
+// Each benchmark reports p50/p95/p99 latency in milliseconds as custom
+// metrics beside the usual ns/op, so one run prints the table the README
+// quotes.
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
+)
+
+func TestMain(m *testing.M) {
+	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.SetupControllers(mgr) })
+}
+
+// latencies collects durations from parallel clients.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+func (l *latencies) report(b *testing.B) {
+	sort.Slice(l.d, func(i, j int) bool { return l.d[i] < l.d[j] })
+	pct := func(p float64) float64 {
+		if len(l.d) == 0 {
+			return 0
+		}
+		return float64(l.d[int(p*float64(len(l.d)-1))].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.95), "p95-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+}
+
+// run calls op b.N times from clients goroutines.
+func run(b *testing.B, clients int, op func() time.Duration) {
+	l := &latencies{}
+	var next int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for w := 0; w < clients; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if next >= int64(b.N) {
+					mu.Unlock()
+					return
+				}
+				next++
+				mu.Unlock()
+				l.add(op())
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	l.report(b)
+}
+
+// BenchmarkAPICreate is the floor: one ConfigMap create, as the API server
+// answers it.
+func BenchmarkAPICreate(b *testing.B) {
+	c := testcluster.Get(b).Client
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("bench-floor")}}
+	if err := c.Create(ctx, ns); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Delete(ctx, ns) })
+	for _, clients := range []int{1, 20} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			run(b, clients, func() time.Duration {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, GenerateName: "floor-"}}
+				start := time.Now()
+				if err := c.Create(ctx, cm); err != nil {
+					b.Error(err)
+				}
+				return time.Since(start)
+			})
+		})
+	}
+}
+
+// readyWatcher tells waiters when a sandbox first shows Ready, from a watch
+// (an informer), as a client would learn it.
+type readyWatcher struct {
+	mu      sync.Mutex
+	waiters map[string]chan *v1.Sandbox
+}
+
+func newReadyWatcher(b *testing.B) *readyWatcher {
+	cluster := testcluster.Get(b)
+	w := &readyWatcher{waiters: map[string]chan *v1.Sandbox{}}
+	informers, err := cache.New(cluster.Config, cache.Options{Scheme: reconcile.Scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	inf, err := informers.GetInformer(context.Background(), &v1.Sandbox{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	notify := func(obj any) {
+		s, ok := obj.(*v1.Sandbox)
+		if !ok || !conditions.IsTrue(s, v1.ReadyCondition) {
+			return
+		}
+		w.mu.Lock()
+		ch := w.waiters[s.Name]
+		delete(w.waiters, s.Name)
+		w.mu.Unlock()
+		if ch != nil {
+			ch <- s
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: notify, UpdateFunc: func(_, obj any) { notify(obj) },
+	}); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	go func() { _ = informers.Start(ctx) }()
+	informers.WaitForCacheSync(ctx)
+	return w
+}
+
+func (w *readyWatcher) expect(name string) chan *v1.Sandbox {
+	ch := make(chan *v1.Sandbox, 1)
+	w.mu.Lock()
+	w.waiters[name] = ch
+	w.mu.Unlock()
+	return ch
+}
+
+// BenchmarkWarmClaim is a Sandbox with a warmPoolRef created → Ready seen by
+// the client's watch, against a pool large enough to serve every claim warm
+// while it refills.
+func BenchmarkWarmClaim(b *testing.B) {
+	c := testcluster.Get(b).Client
+	ctx := context.Background()
+	watcher := newReadyWatcher(b)
+	for _, clients := range []int{1, 20} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("bench")}, Spec: v1.SandboxTemplateSpec{Image: "python:3.12"}}
+			if err := c.Create(ctx, tpl); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = c.Delete(ctx, tpl) })
+			size := int32(b.N)
+			pool := &v1.WarmPool{
+				ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("bench")},
+				Spec:       v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: tpl.Name}, Replicas: ptr.To(size)},
+			}
+			if err := c.Create(ctx, pool); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = c.Delete(ctx, pool) })
+			for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+				if err := c.Get(ctx, client.ObjectKeyFromObject(pool), pool); err == nil && pool.Status.ReadyReplicas == size {
+					break
+				}
+				if time.Now().After(deadline) {
+					b.Fatalf("pool of %d not full: %d ready", size, pool.Status.ReadyReplicas)
+				}
+			}
+			var warm, cold sync.Map
+			run(b, clients, func() time.Duration {
+				s := &v1.Sandbox{
+					ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("claim")},
+					Spec:       v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: pool.Name}, Owner: "bench@example.com"},
+				}
+				ready := watcher.expect(s.Name)
+				start := time.Now()
+				if err := c.Create(ctx, s); err != nil {
+					b.Error(err)
+					return 0
+				}
+				select {
+				case got := <-ready:
+					if got.Status.LaunchType == v1.LaunchWarm {
+						warm.Store(s.Name, true)
+					} else {
+						cold.Store(s.Name, true)
+					}
+				case <-time.After(time.Minute):
+					b.Errorf("sandbox %s not Ready within a minute", s.Name)
+				}
+				d := time.Since(start)
+				b.Cleanup(func() { _ = c.Delete(ctx, s) })
+				return d
+			})
+			n := 0
+			warm.Range(func(any, any) bool { n++; return true })
+			b.ReportMetric(float64(n)/float64(b.N), "warm-ratio")
+		})
+	}
+}
