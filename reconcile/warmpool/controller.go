@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/index"
@@ -46,7 +45,8 @@ const memberPrefix = "sandbox-wp-"
 // Reconciler reconciles WarmPools.
 type Reconciler struct {
 	client.Client
-	recorder recorder.EventRecorder
+	// apiReader confirms, past the cache, that an object exists.
+	apiReader client.Reader
 
 	// BlockedEgress are ranges broader egress rules never open.
 	BlockedEgress []netip.Prefix
@@ -57,7 +57,7 @@ type Reconciler struct {
 // NewReconciler returns a Reconciler with the default blocked ranges.
 func NewReconciler(mgr ctrl.Manager) *Reconciler {
 	return &Reconciler{
-		Client: mgr.GetClient(), recorder: mgr.GetEventRecorder("warmpool-controller"),
+		Client: mgr.GetClient(), apiReader: mgr.GetAPIReader(),
 		BlockedEgress: sandbox.DefaultBlockedEgress, expected: newExpectations(),
 	}
 }
@@ -240,9 +240,17 @@ func (r *Reconciler) createMember(ctx context.Context, pool *v1.WarmPool, tpl *v
 // repaired beyond that: they live until claimed or rolled.
 func (r *Reconciler) createAll(ctx context.Context, objs []client.Object) error {
 	for _, obj := range objs {
-		if err := r.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("failed to create %T %s: %w", obj, obj.GetName(), err)
+		err := r.Create(ctx, obj)
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			continue
 		}
+		// Admission (the namespace's pod quota, say) can refuse a create
+		// before the API server sees the object exists; the cache that made
+		// this pass think it missing may just be behind.
+		if r.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object)) == nil {
+			continue
+		}
+		return fmt.Errorf("failed to create %T %s: %w", obj, obj.GetName(), err)
 	}
 	return nil
 }
