@@ -114,6 +114,7 @@ func createSandboxes(t *testing.T, c client.Client, n int, spec v1.SandboxSpec) 
 		if err := c.Create(context.Background(), s); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = c.Delete(context.Background(), s) })
 		out = append(out, s)
 	}
 	return out

@@ -37,6 +37,9 @@ const (
 	// AnnotationOwner keeps the full owner identity on the namespace; the
 	// owner label holds a label-safe form of it.
 	AnnotationOwner = "agentsandbox.dev/owner"
+	// AnnotationClaimedAt records on a claimed member when the claim
+	// happened, written by the claim itself at no extra cost.
+	AnnotationClaimedAt = "agentsandbox.dev/claimed-at"
 )
 
 // NamespaceName is the namespace a sandbox runs in.
@@ -145,16 +148,25 @@ func (b blueprint) overhead() corev1.ResourceList {
 	return b.nodePool.Spec.Overhead
 }
 
-// resourceQuota caps the namespace at one pod of the template's size (plus
-// the runtime overhead) and at most the workspace volume.
+// podsQuota is how many sandbox pods a namespace may hold at once: the
+// running one and its replacement. A stopped-and-started or restarted
+// sandbox briefly has both (the old pod terminating), and quota usage the
+// admission plugin charged for a create that then failed stays charged until
+// the quota controller recounts, minutes later; with room for one pod only,
+// either would block the sandbox's start.
+const podsQuota = 2
+
+// resourceQuota caps the namespace at podsQuota pods of the template's size
+// (plus the runtime overhead) and at most the workspace volume. The
+// LimitRange keeps each container to the template's size.
 func (b blueprint) resourceQuota() *corev1.ResourceQuota {
-	hard := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}
+	hard := corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(podsQuota, resource.DecimalSI)}
 	res := b.template.Spec.Resources
 	for name, q := range res.Requests {
-		hard["requests."+name] = plus(q, b.overhead()[name])
+		hard["requests."+name] = times(plus(q, b.overhead()[name]), podsQuota)
 	}
 	for name, q := range res.Limits {
-		hard["limits."+name] = plus(q, b.overhead()[name])
+		hard["limits."+name] = times(plus(q, b.overhead()[name]), podsQuota)
 	}
 	ws := b.template.Spec.Workspace
 	if ws.Persistent {
@@ -172,6 +184,14 @@ func (b blueprint) resourceQuota() *corev1.ResourceQuota {
 func plus(a, b resource.Quantity) resource.Quantity {
 	a.Add(b)
 	return a
+}
+
+func times(q resource.Quantity, n int64) resource.Quantity {
+	out := q.DeepCopy()
+	for i := int64(1); i < n; i++ {
+		out.Add(q)
+	}
+	return out
 }
 
 // limitRange gives any container the template's resources by default and

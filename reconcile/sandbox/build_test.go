@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -102,5 +103,23 @@ func TestLifetimePrecedence(t *testing.T) {
 	}
 	if lt := lifetimeOf(&v1.Sandbox{}, nil); lt.end != nil || lt.policy != v1.ShutdownPolicyStop {
 		t.Errorf("no lifetime: %v %s", lt.end, lt.policy)
+	}
+}
+
+func TestRecoverLaunch(t *testing.T) {
+	claimedAt := "2026-11-29T18:00:00.5Z"
+	warm := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Labels:      map[string]string{v1.LabelMember: v1.MemberClaimed},
+		Annotations: map[string]string{AnnotationClaimedAt: claimedAt},
+	}}
+	sbx := &v1.Sandbox{}
+	recoverLaunch(sbx, warm)
+	if sbx.Status.LaunchType != v1.LaunchWarm || sbx.Status.ClaimedAt == nil || sbx.Status.ClaimedAt.UTC().Format(time.RFC3339Nano) != claimedAt {
+		t.Errorf("warm recovery: %+v", sbx.Status)
+	}
+	sbx = &v1.Sandbox{Spec: v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: "python"}}}
+	recoverLaunch(sbx, &corev1.Namespace{})
+	if sbx.Status.LaunchType != v1.LaunchCold || !strings.Contains(sbx.Status.LaunchMessage, "python") {
+		t.Errorf("cold recovery: %+v", sbx.Status)
 	}
 }

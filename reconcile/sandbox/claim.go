@@ -58,6 +58,7 @@ func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res reso
 	}
 	for _, ns := range mine.Items {
 		if metav1.IsControlledBy(&ns, sbx) {
+			recoverLaunch(sbx, &ns)
 			return ns.Name, false, nil
 		}
 	}
@@ -109,7 +110,9 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 		if claimed.Annotations == nil {
 			claimed.Annotations = map[string]string{}
 		}
+		now := metav1.NewTime(time.Now())
 		claimed.Annotations[AnnotationOwner] = sbx.Spec.Owner
+		claimed.Annotations[AnnotationClaimedAt] = now.UTC().Format(time.RFC3339Nano)
 		claimed.OwnerReferences = []metav1.OwnerReference{controllerRef("Sandbox", sbx)}
 		err := r.Update(ctx, claimed)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
@@ -118,11 +121,31 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 		if err != nil {
 			return "", fmt.Errorf("failed to claim member %s: %w", ns.Name, err)
 		}
-		now := metav1.NewTime(time.Now())
 		sbx.Status.LaunchType, sbx.Status.LaunchMessage, sbx.Status.ClaimedAt = v1.LaunchWarm, "", &now
 		return claimed.Name, nil
 	}
 	return "", nil
+}
+
+// recoverLaunch fills in how a sandbox was launched when the status that
+// said so was lost (the reconciler stopped between placing the sandbox and
+// writing its status): a claimed member carries the member label and the
+// claim time, a cold namespace neither.
+func recoverLaunch(sbx *v1.Sandbox, ns *corev1.Namespace) {
+	if sbx.Status.LaunchType != "" {
+		return
+	}
+	if ns.Labels[v1.LabelMember] == v1.MemberClaimed {
+		sbx.Status.LaunchType = v1.LaunchWarm
+		if at, err := time.Parse(time.RFC3339Nano, ns.Annotations[AnnotationClaimedAt]); err == nil {
+			sbx.Status.ClaimedAt = &metav1.Time{Time: at}
+		}
+		return
+	}
+	sbx.Status.LaunchType = v1.LaunchCold
+	if sbx.Spec.WarmPoolRef != nil {
+		sbx.Status.LaunchMessage = fmt.Sprintf("started from WarmPool %s's template", sbx.Spec.WarmPoolRef.Name)
+	}
 }
 
 // readyMembers lists the pool's unclaimed members whose pod is Ready, oldest

@@ -105,10 +105,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	before := sbx.DeepCopy()
 	defer func() {
-		r.recordTransition(before, sbx)
+		// Status first: it is what a waiting client watches for.
 		if err := r.patchStatus(ctx, before, sbx); err != nil && retErr == nil {
 			retErr = err
 		}
+		r.recordTransition(before, sbx)
 	}()
 	if sbx.Status.RequestedAt == nil {
 		sbx.Status.RequestedAt = sbx.CreationTimestamp.DeepCopy()

@@ -136,8 +136,8 @@ func assertIsolated(t *testing.T, c client.Client, sbx *v1.Sandbox) {
 	if err := c.Get(ctx, types.NamespacedName{Namespace: nsName, Name: "sandbox"}, quota); err != nil {
 		t.Fatalf("resource quota: %v", err)
 	}
-	if q := quota.Spec.Hard[corev1.ResourcePods]; q.String() != "1" {
-		t.Errorf("quota allows %s pods, want 1", q.String())
+	if q := quota.Spec.Hard[corev1.ResourcePods]; q.String() != "2" {
+		t.Errorf("quota allows %s pods, want 2 (the sandbox pod and its replacement)", q.String())
 	}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: nsName, Name: "sandbox"}, &corev1.LimitRange{}); err != nil {
 		t.Errorf("limit range: %v", err)
