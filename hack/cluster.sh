@@ -109,7 +109,8 @@ YAML
 }
 
 up() {
-	"${root}/tools/build.sh" etcd kwok kube
+	# OpenTofu too: the Terraform tests and the demo drive the provider with it.
+	"${root}/tools/build.sh" etcd kwok kube tofu
 	lock
 	if healthy; then
 		log "cluster ${name} already running (kubeconfig ${kubeconfig})"
