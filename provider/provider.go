@@ -5,6 +5,7 @@ package provider
 import (
 	"context"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -117,8 +118,9 @@ func (p *Provider) Schema(_ context.Context, _ provider.SchemaRequest, resp *pro
 			"exec": schema.SingleNestedAttribute{
 				Optional:            true,
 				MarkdownDescription: "Runs a client-go credential plugin (as `aws eks get-token` or `gke-gcloud-auth-plugin`) for a token.",
+				// The credential plugin supplies the credentials.
 				Validators: []validator.Object{
-					objectConflictsWith("token", "client_certificate"),
+					objectvalidator.ConflictsWith(path.MatchRoot("token"), path.MatchRoot("client_certificate")),
 				},
 				Attributes: map[string]schema.Attribute{
 					"api_version": schema.StringAttribute{

@@ -97,7 +97,7 @@ func TestInvalidProviderConfigurations(t *testing.T) {
 		attrs map[string]tftypes.Value
 		want  string
 	}{
-		{"exec and token", map[string]tftypes.Value{"exec": execValue, "token": str("t")}, "exec cannot be set together with token"},
+		{"exec and token", map[string]tftypes.Value{"exec": execValue, "token": str("t")}, `"token" cannot be specified when "exec" is specified`},
 		{"certificate without key", map[string]tftypes.Value{"client_certificate": str("pem")}, "client_key"},
 		{"config_path and config_paths", map[string]tftypes.Value{
 			"config_path":  str("a"),

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,9 +63,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	patcher := patch.NewSerialPatcher(tpl, r.Client)
 	wasReady := conditions.IsTrue(tpl, v1.ReadyCondition)
 	defer func() {
-		if err := patcher.Patch(ctx, tpl, patch.WithOwnedConditions{Conditions: []string{
+		// An object deleted meanwhile has no status left to write; the
+		// helper reports that as an aggregate, which FilterOut unpacks.
+		err := kerrors.FilterOut(patcher.Patch(ctx, tpl, patch.WithOwnedConditions{Conditions: []string{
 			v1.ReadyCondition, v1.ReconcilingCondition, v1.StalledCondition,
-		}}, patch.WithStatusObservedGeneration{}); err != nil && retErr == nil {
+		}}, patch.WithStatusObservedGeneration{}), apierrors.IsNotFound)
+		if err != nil && retErr == nil {
 			retErr = fmt.Errorf("failed to patch status: %w", err)
 		}
 	}()

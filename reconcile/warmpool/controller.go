@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -92,9 +93,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	patcher := patch.NewSerialPatcher(pool, r.Client)
 	defer func() {
-		if err := patcher.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{
+		// An object deleted meanwhile has no status left to write; the
+		// helper reports that as an aggregate, which FilterOut unpacks.
+		err := kerrors.FilterOut(patcher.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{
 			v1.ReadyCondition, v1.ReconcilingCondition, v1.StalledCondition,
-		}}, patch.WithStatusObservedGeneration{}); err != nil && !apierrors.IsNotFound(err) && retErr == nil {
+		}}, patch.WithStatusObservedGeneration{}), apierrors.IsNotFound)
+		if err != nil && retErr == nil {
 			retErr = fmt.Errorf("failed to patch status: %w", err)
 		}
 	}()
