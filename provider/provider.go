@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/ephemeral"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
@@ -24,7 +25,7 @@ const Address = "registry.terraform.io/agentsandbox/agentsandbox"
 // the provider makes, unless field_manager says otherwise.
 const DefaultFieldManager = "terraform-provider-agentsandbox"
 
-var _ provider.Provider = &Provider{}
+var _ provider.ProviderWithEphemeralResources = &Provider{}
 
 // Provider is the agentsandbox provider.
 type Provider struct {
@@ -176,8 +177,24 @@ func (p *Provider) Configure(ctx context.Context, req provider.ConfigureRequest,
 	resp.EphemeralResourceData = clients
 }
 
-// Resources lists the provider's resources.
-func (p *Provider) Resources(context.Context) []func() resource.Resource { return nil }
+// Resources are one per agentsandbox.dev kind.
+func (p *Provider) Resources(context.Context) []func() resource.Resource {
+	out := make([]func() resource.Resource, 0, len(kinds))
+	for _, k := range kinds {
+		out = append(out, newResource(k.typeName))
+	}
+	return out
+}
 
-// DataSources lists the provider's data sources.
-func (p *Provider) DataSources(context.Context) []func() datasource.DataSource { return nil }
+// DataSources read the objects a platform team consumes elsewhere.
+func (p *Provider) DataSources(context.Context) []func() datasource.DataSource {
+	return []func() datasource.DataSource{
+		newDataSource("template"), newDataSource("warm_pool"), newDataSource("sandbox"),
+		newSandboxesDataSource,
+	}
+}
+
+// EphemeralResources claim a sandbox for the length of one run.
+func (p *Provider) EphemeralResources(context.Context) []func() ephemeral.EphemeralResource {
+	return []func() ephemeral.EphemeralResource{newEphemeralSandbox}
+}

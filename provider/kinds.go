@@ -1,0 +1,74 @@
+package provider
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/config/crd"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/provider/crdschema"
+)
+
+// kind is one agentsandbox.dev kind as a Terraform type: the CRD gives its
+// schema, this table what the CRD cannot say.
+type kind struct {
+	// typeName follows "agentsandbox_".
+	typeName string
+	// crdKind names the CRD.
+	crdKind string
+	// noun names one object in messages: "warm pool".
+	noun string
+	// serverDefaulted are spec attributes an admission step sets when they
+	// are left unset.
+	serverDefaulted map[string]bool
+	// ready tells whether an object is ready; nil when the kind has no
+	// readiness to wait for.
+	ready readiness
+	// schema is loaded from the CRD on first use.
+	schema *crdschema.Kind
+}
+
+// kinds are the provider's resource types, in dependency order.
+var kinds = []*kind{
+	{typeName: "node_pool", crdKind: "NodePool", noun: "node pool", ready: readyCondition},
+	{typeName: "template", crdKind: "SandboxTemplate", noun: "sandbox template", ready: readyCondition},
+	{typeName: "warm_pool", crdKind: "WarmPool", noun: "warm pool", ready: warmPoolReady},
+	// The admission policy of config/admission sets owner to the creator.
+	{typeName: "sandbox", crdKind: "Sandbox", noun: "sandbox", ready: sandboxReady, serverDefaulted: map[string]bool{"owner": true}},
+	// GitSync's readiness needs the GitSync controller; until it exists
+	// applying one does not wait.
+	{typeName: "git_sync", crdKind: "GitSync", noun: "Git sync"},
+}
+
+var loadSchemas = sync.OnceValue(func() error {
+	crds, err := crd.All()
+	if err != nil {
+		return err
+	}
+	byKind := map[string]*crdschema.Kind{}
+	for _, c := range crds {
+		k, err := crdschema.Load(c)
+		if err != nil {
+			return err
+		}
+		byKind[k.GVK.Kind] = k
+	}
+	for _, k := range kinds {
+		if k.schema = byKind[k.crdKind]; k.schema == nil {
+			return fmt.Errorf("no CRD of kind %s", k.crdKind)
+		}
+	}
+	return nil
+})
+
+// kindOf returns the table entry of a Terraform type, its schema loaded.
+func kindOf(typeName string) (*kind, error) {
+	if err := loadSchemas(); err != nil {
+		return nil, err
+	}
+	for _, k := range kinds {
+		if k.typeName == typeName {
+			return k, nil
+		}
+	}
+	return nil, fmt.Errorf("no kind %s", typeName)
+}

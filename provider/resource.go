@@ -1,0 +1,320 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+	"github.com/hashicorp/terraform-plugin-log/tflog"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/provider/crdschema"
+)
+
+// Default waits: long enough for a large warm pool to fill or a node pool's
+// nodes to join; override with the timeouts attribute.
+const (
+	defaultWriteTimeout  = 10 * time.Minute
+	defaultDeleteTimeout = 10 * time.Minute
+)
+
+var (
+	_ resource.ResourceWithConfigure   = &objectResource{}
+	_ resource.ResourceWithImportState = &objectResource{}
+)
+
+// objectResource manages one agentsandbox.dev object; the kind table and
+// the CRD make it a node pool, template, warm pool, sandbox or Git sync.
+type objectResource struct {
+	typeName string
+	clients  *Clients
+}
+
+func newResource(typeName string) func() resource.Resource {
+	return func() resource.Resource { return &objectResource{typeName: typeName} }
+}
+
+func (r *objectResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_" + r.typeName
+}
+
+func (r *objectResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	k, err := kindOf(r.typeName)
+	if err != nil {
+		resp.Diagnostics.AddError("Schema Error", err.Error())
+		return
+	}
+	spec, err := crdschema.SpecAttribute(k.schema, k.serverDefaulted)
+	if err != nil {
+		resp.Diagnostics.AddError("Schema Error", err.Error())
+		return
+	}
+	attrs := map[string]schema.Attribute{
+		"id": schema.StringAttribute{
+			Computed:      true,
+			Description:   "The object's name, also the import ID.",
+			PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
+		},
+		"name": schema.StringAttribute{
+			Required:      true,
+			Description:   fmt.Sprintf("Name of the %s (metadata.name), unique in the cluster. Changing it replaces the object.", k.noun),
+			Validators:    k.schema.NameValidators,
+			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+		},
+		"labels":      metadataAttribute("Labels"),
+		"annotations": metadataAttribute("Annotations"),
+		"spec":        spec,
+		"status": schema.SingleNestedAttribute{
+			Computed:    true,
+			Description: "What the reconciler last observed: " + k.schema.Status.Description,
+			Attributes:  crdschema.ComputedAttributes(k.schema.Status),
+		},
+		"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
+	}
+	description := k.schema.Description + "\n\nApplied with server-side apply; destroy waits until the object and what it owns are gone."
+	if k.ready != nil {
+		attrs["wait_for_ready"] = schema.BoolAttribute{
+			Optional: true,
+			Computed: true,
+			Default:  booldefault.StaticBool(true),
+			Description: "Wait after create and update until the " + k.noun + " is ready (" + readinessDoc[r.typeName] +
+				"), within timeouts.create / timeouts.update. A stalled object fails the apply at once.",
+		}
+	}
+	resp.Schema = schema.Schema{Description: description, Attributes: attrs}
+}
+
+// readinessDoc says what ready means, per type.
+var readinessDoc = map[string]string{
+	"node_pool": "Ready condition True: the RuntimeClass exists and a selected node is Ready",
+	"template":  "Ready condition True: the template is valid and its node pool exists",
+	"warm_pool": "status.ready_replicas equals spec.replicas",
+	"sandbox":   "Ready condition True, or phase Stopped when spec.state is Stopped",
+}
+
+func metadataAttribute(what string) schema.MapAttribute {
+	return schema.MapAttribute{
+		Optional:    true,
+		ElementType: types.StringType,
+		Description: what + " of the object. Keys under agentsandbox.dev/ and kubectl.kubernetes.io/ are the system's and are not tracked.",
+	}
+}
+
+func (r *objectResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.clients = clientsFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+// objects returns the client side of the resource, or adds why there is
+// none.
+func (r *objectResource) objects(diags *diag.Diagnostics) (objects, bool) {
+	if r.clients == nil {
+		diags.AddError("Unconfigured Provider", "the agentsandbox provider was not configured before this operation")
+		return objects{}, false
+	}
+	k, err := kindOf(r.typeName)
+	if err != nil {
+		diags.AddError("Schema Error", err.Error())
+		return objects{}, false
+	}
+	c, err := r.clients.Client()
+	if err != nil {
+		diags.AddError("Kubernetes Client Error", err.Error())
+		return objects{}, false
+	}
+	return objects{c: c, kind: k, fieldManager: r.clients.FieldManager}, true
+}
+
+func (r *objectResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var t timeouts.Value
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("timeouts"), &t)...)
+	timeout, diags := t.Create(ctx, defaultWriteTimeout)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	r.write(ctx, req.Plan, &resp.State, &resp.Diagnostics, true)
+}
+
+func (r *objectResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var t timeouts.Value
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("timeouts"), &t)...)
+	timeout, diags := t.Update(ctx, defaultWriteTimeout)
+	resp.Diagnostics.Append(diags...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	r.write(ctx, req.Plan, &resp.State, &resp.Diagnostics, false)
+}
+
+// write applies the plan, waits for readiness when asked and records what
+// the cluster holds. An object that was applied but did not become ready
+// is still recorded, so Terraform marks it tainted rather than losing it.
+func (r *objectResource) write(ctx context.Context, plan tfsdk.Plan, state *tfsdk.State, diags *diag.Diagnostics, create bool) {
+	o, ok := r.objects(diags)
+	if !ok {
+		return
+	}
+	attrs, ok := rootAttrs(plan.Raw, diags)
+	if !ok {
+		return
+	}
+	desired, spec, err := o.kind.desiredObject(attrs)
+	if err != nil {
+		diags.AddError("Invalid Plan", err.Error())
+		return
+	}
+	name := desired.GetName()
+	if create {
+		_, err := o.get(ctx, name)
+		switch {
+		case err == nil:
+			diags.AddError("Object Already Exists", fmt.Sprintf(
+				"%s %q already exists on the cluster. Import it rather than create it: "+
+					"terraform import agentsandbox_%s.<address> %s", o.kind.noun, name, r.typeName, name))
+			return
+		case !apierrors.IsNotFound(err):
+			diags.AddError("Kubernetes API Error", err.Error())
+			return
+		}
+	}
+	live, err := o.apply(ctx, desired, spec)
+	if err != nil {
+		diags.AddError("Apply Failed", err.Error())
+		return
+	}
+	tflog.Info(ctx, "applied "+o.kind.noun, map[string]any{"name": name})
+	if waitForReady(attrs) {
+		ready, err := o.waitReady(ctx, name)
+		if err != nil {
+			diags.AddError("Not Ready", err.Error())
+		} else {
+			live = ready
+		}
+	}
+	r.record(live, attrs, state, diags)
+}
+
+// waitForReady reads wait_for_ready, true unless set false; kinds without
+// readiness have no such attribute and never wait.
+func waitForReady(attrs map[string]tftypes.Value) bool {
+	v, ok := attrs["wait_for_ready"]
+	if !ok {
+		return false
+	}
+	var b bool
+	return v.As(&b) != nil || b
+}
+
+func (r *objectResource) record(live *unstructured.Unstructured, prior map[string]tftypes.Value, state *tfsdk.State, diags *diag.Diagnostics) {
+	k, err := kindOf(r.typeName)
+	if err != nil {
+		diags.AddError("Schema Error", err.Error())
+		return
+	}
+	typ, _ := state.Schema.Type().TerraformType(context.Background()).(tftypes.Object)
+	v, err := k.objectValue(typ, live, prior)
+	if err != nil {
+		diags.AddError("Cannot Read Object", fmt.Sprintf("%s %q: %v", k.noun, live.GetName(), err))
+		return
+	}
+	state.Raw = v
+}
+
+// Read refreshes the state from the cluster; an object deleted out of band
+// leaves the state, so the next plan creates it again.
+func (r *objectResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	o, ok := r.objects(&resp.Diagnostics)
+	if !ok {
+		return
+	}
+	attrs, ok := rootAttrs(req.State.Raw, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	var name string
+	if err := attrs["name"].As(&name); err != nil {
+		resp.Diagnostics.AddError("Invalid State", err.Error())
+		return
+	}
+	live, err := o.get(ctx, name)
+	if apierrors.IsNotFound(err) {
+		tflog.Info(ctx, o.kind.noun+" was deleted outside Terraform", map[string]any{"name": name})
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Kubernetes API Error", err.Error())
+		return
+	}
+	r.record(live, attrs, &resp.State, &resp.Diagnostics)
+}
+
+func (r *objectResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var t timeouts.Value
+	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("timeouts"), &t)...)
+	timeout, diags := t.Delete(ctx, defaultDeleteTimeout)
+	resp.Diagnostics.Append(diags...)
+	o, ok := r.objects(&resp.Diagnostics)
+	if !ok || resp.Diagnostics.HasError() {
+		return
+	}
+	var name string
+	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("name"), &name)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := o.remove(ctx, name, metav1.DeletePropagationForeground); err != nil {
+		resp.Diagnostics.AddError("Delete Failed", err.Error())
+	}
+}
+
+// ImportState takes the object's name as the ID.
+func (r *objectResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
+	k, err := kindOf(r.typeName)
+	if err == nil && k.ready != nil {
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait_for_ready"), true)...)
+	}
+}
+
+// rootAttrs splits a plan or state into its attributes.
+func rootAttrs(v tftypes.Value, diags *diag.Diagnostics) (map[string]tftypes.Value, bool) {
+	var attrs map[string]tftypes.Value
+	if err := v.As(&attrs); err != nil {
+		diags.AddError("Invalid Terraform Value", err.Error())
+		return nil, false
+	}
+	return attrs, true
+}
+
+// clientsFrom takes the provider's Clients from Configure data.
+func clientsFrom(data any, diags *diag.Diagnostics) *Clients {
+	if data == nil {
+		return nil // validation runs before the provider is configured
+	}
+	c, ok := data.(*Clients)
+	if !ok {
+		diags.AddError("Unexpected Provider Data", fmt.Sprintf("expected *provider.Clients, got %T", data))
+	}
+	return c
+}
