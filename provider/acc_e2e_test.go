@@ -174,4 +174,3 @@ resource "echo" "ci" {}
 		},
 	})
 }
-

@@ -99,8 +99,8 @@ func TestInvalidConfigurationsFailAtPlan(t *testing.T) {
 			resource.UnitTest(t, resource.TestCase{
 				ProtoV6ProviderFactories: factories,
 				Steps: []resource.TestStep{{
-					Config:      unreachable + tc.config,
-					PlanOnly:    true,
+					Config:   unreachable + tc.config,
+					PlanOnly: true,
 					// The CLI wraps messages: any space may be a line break.
 					ExpectError: regexp.MustCompile(strings.ReplaceAll(tc.want, " ", `\s+`)),
 				}},

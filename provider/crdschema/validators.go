@@ -3,7 +3,7 @@ package crdschema
 import (
 	"context"
 	"fmt"
-		"net"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
