@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -312,4 +313,36 @@ resource "agentsandbox_git_sync" "test" {
 		driftField:   []string{"spec", "interval"},
 		want:         "5m",
 	}.run(t)
+}
+
+// TestAccConflictWithAnotherDeclaration: a field another server-side apply
+// manager (a GitSync, another configuration) declares is not fought over:
+// apply fails and names that manager.
+func TestAccConflictWithAnotherDeclaration(t *testing.T) {
+	name := testcluster.Name("tpl")
+	config := providerConfig(t) + templateHCL("test", name, "ghcr.io/acme/python:3.12")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy:             func(*terraform.State) error { return lifecycle{typeName: "template"}.gone(t, name) },
+		Steps: []resource.TestStep{
+			{Config: config},
+			{
+				PreConfig: func() {
+					u := live(t, "template", name)
+					u.SetManagedFields(nil)
+					u.SetResourceVersion("")
+					delete(u.Object, "status")
+					if err := unstructured.SetNestedField(u.Object, "ghcr.io/acme/python:3.14", "spec", "image"); err != nil {
+						t.Fatal(err)
+					}
+					if err := testcluster.Get(t).Client.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u),
+						client.FieldOwner("agentsandbox-gitsync"), client.ForceOwnership); err != nil {
+						t.Fatalf("apply as another manager: %v", err)
+					}
+				},
+				Config:      config,
+				ExpectError: regexp.MustCompile(`declared with\s+server-side apply by agentsandbox-gitsync; keep each object in one place`),
+			},
+		},
+	})
 }
