@@ -1,0 +1,2 @@
+# Import by name.
+terraform import agentsandbox_template.python python

@@ -1,0 +1,27 @@
+# The blueprint of a Python sandbox: a persistent workspace, egress to the
+# public internet on 443 only, no cluster-internal or metadata addresses.
+# Same declaration as examples/gitops/template.yaml.
+resource "agentsandbox_template" "python" {
+  name = "python"
+  spec = {
+    image   = "docker.io/library/python:3.12-slim"
+    command = ["sleep", "infinity"]
+    env     = [{ name = "PIP_DISABLE_PIP_VERSION_CHECK", value = "1" }]
+    ports   = [{ name = "jupyter", container_port = 8888 }]
+    resources = {
+      requests = { cpu = "250m", memory = "256Mi" }
+      limits   = { cpu = "2", memory = "2Gi" }
+    }
+    workspace     = { persistent = true, size = "5Gi" }
+    node_pool_ref = { name = "gvisor" }
+    network = {
+      cluster_dns = true
+      egress = [{
+        cidr   = "0.0.0.0/0"
+        except = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"]
+        ports  = [{ port = 443 }]
+      }]
+    }
+    lifecycle = { ttl = "8h", shutdown_policy = "Stop" }
+  }
+}

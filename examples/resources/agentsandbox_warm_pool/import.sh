@@ -1,0 +1,2 @@
+# Import by name.
+terraform import agentsandbox_warm_pool.python python

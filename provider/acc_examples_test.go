@@ -1,0 +1,113 @@
+package provider
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+)
+
+// exampleKinds maps the objects examples/gitops declares to their
+// Terraform types.
+var exampleKinds = map[string]string{
+	"NodePool": "node_pool", "SandboxTemplate": "template", "WarmPool": "warm_pool", "Sandbox": "sandbox",
+}
+
+// TestAccExamples applies every Terraform example of the docs against the
+// cluster, and checks that the resource examples produce exactly the
+// objects examples/gitops does: the provider and a GitSync of that
+// repository declare the same thing.
+func TestAccExamples(t *testing.T) {
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(pattern string) string {
+		files, err := filepath.Glob(filepath.Join(root, "examples", pattern))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no examples match %s (%v)", pattern, err)
+		}
+		var out string
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out += string(b) + "\n"
+		}
+		return out
+	}
+	resources := providerConfig(t) + read("resources/*/resource.tf")
+	everything := resources + read("data-sources/*/data-source.tf") + read("ephemeral-resources/*/ephemeral-resource.tf")
+
+	fromTerraform := map[string]any{}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{
+				Config: resources,
+				Check: func(*terraform.State) error {
+					for kind, typeName := range exampleKinds {
+						fromTerraform[kind] = live(t, typeName, gitopsExample(t, root, kind).GetName()).Object["spec"]
+					}
+					return nil
+				},
+			},
+			{
+				Config: everything,
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownOutputValue("python_ready", knownvalue.StringExact("3/3")),
+					statecheck.ExpectKnownOutputValue("alice_sandboxes", knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("alice-scratch")})),
+					statecheck.ExpectKnownOutputValue("python_image", knownvalue.StringExact("docker.io/library/python:3.12-slim")),
+					statecheck.ExpectKnownValue("data.agentsandbox_sandbox.alice_scratch", tfjsonpath.New("status").AtMapKey("phase"), knownvalue.StringExact("Running")),
+				},
+			},
+		},
+	})
+
+	// Now the same objects from the GitOps repository layout.
+	c := testcluster.Get(t).Client
+	for _, kind := range []string{"NodePool", "SandboxTemplate", "WarmPool", "Sandbox"} {
+		obj := gitopsExample(t, root, kind)
+		if err := c.Create(context.Background(), obj); err != nil {
+			t.Fatalf("create %s from examples/gitops: %v", kind, err)
+		}
+		t.Cleanup(func() { deleteOutOfBand(t, exampleKinds[kind], obj.GetName()) })
+		got := live(t, exampleKinds[kind], obj.GetName()).Object["spec"]
+		if diff := cmp.Diff(fromTerraform[kind], got); diff != "" {
+			t.Errorf("%s: Terraform example and examples/gitops differ (-terraform +gitops):\n%s", kind, diff)
+		}
+	}
+}
+
+// gitopsExample returns the object of a kind that examples/gitops declares.
+func gitopsExample(t *testing.T, root, kind string) *unstructured.Unstructured {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root, "examples/gitops/*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		objs, err := testcluster.ReadManifests(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			if o.GetKind() == kind {
+				return o
+			}
+		}
+	}
+	t.Fatalf("examples/gitops declares no %s", kind)
+	return nil
+}
