@@ -1,11 +1,13 @@
 // Package bench measures claim latency against the API server's own floor,
-// on the test cluster, with the reconciler running in-process:
+// and OpenTofu applying and planning 200 resources, on the test cluster with
+// the reconciler running in-process:
 //
-//	make bench     (go test -run '^$' -bench . -benchtime 100x ./bench/)
+//	make bench     (-bench 'API|WarmClaim' -benchtime 100x, then
+//	                -bench Terraform200 -benchtime 1x)
 //
-// Each benchmark reports p50/p95/p99 latency in milliseconds as custom
-// metrics beside the usual ns/op, so one run prints the table the README
-// quotes.
+// Each benchmark reports its figures (p50/p95/p99 latency in milliseconds,
+// or seconds per tofu command) as custom metrics beside the usual ns/op, so
+// one run prints the table the README quotes.
 package bench_test
 
 import (

@@ -2,7 +2,9 @@ package crdschema
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	dschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
@@ -43,6 +45,7 @@ func resourceAttribute(f *Field, serverDefaulted bool) (schema.Attribute, error)
 	computed := f.Default != nil || serverDefaulted
 	required := f.Required && !computed
 	optional := !required
+	f = withDocumentation(f, serverDefaulted)
 	switch f.Type {
 	case String:
 		a := schema.StringAttribute{Description: f.Description, Required: required, Optional: optional, Computed: computed,
@@ -121,6 +124,49 @@ func resourceAttribute(f *Field, serverDefaulted bool) (schema.Attribute, error)
 			ElementType: scalarType(f.Elem), Validators: f.ListValidators, PlanModifiers: mods}, f.noDefault()
 	}
 	return nil, fmt.Errorf("unsupported type %d", f.Type)
+}
+
+// withDocumentation returns the field with a description that also states
+// its default, its constraints and whether changing it replaces the object,
+// so the generated docs say what plan will check.
+func withDocumentation(f *Field, serverDefaulted bool) *Field {
+	ctx := context.Background()
+	var notes []string
+	if f.Default != nil {
+		b, _ := json.Marshal(f.Default)
+		notes = append(notes, fmt.Sprintf("Default: `%s`.", b))
+	}
+	if serverDefaulted {
+		notes = append(notes, "Set by the cluster's admission policy when left unset.")
+	}
+	var constraints []string
+	for _, v := range f.StringValidators {
+		constraints = append(constraints, v.Description(ctx))
+	}
+	for _, v := range f.IntValidators {
+		constraints = append(constraints, v.Description(ctx))
+	}
+	for _, v := range f.ListValidators {
+		constraints = append(constraints, v.Description(ctx))
+	}
+	for _, v := range f.MapValidators {
+		constraints = append(constraints, v.Description(ctx))
+	}
+	for _, v := range f.ObjectValidators {
+		constraints = append(constraints, v.Description(ctx))
+	}
+	if len(constraints) > 0 {
+		notes = append(notes, "Checked at plan: "+strings.Join(constraints, "; ")+".")
+	}
+	if f.Immutable {
+		notes = append(notes, "Changing it replaces the object.")
+	}
+	if len(notes) == 0 {
+		return f
+	}
+	documented := *f
+	documented.Description = strings.TrimSpace(f.Description + " " + strings.Join(notes, " "))
+	return &documented
 }
 
 // noDefault refuses a CRD default the emitters cannot express yet, so a
