@@ -41,6 +41,10 @@ func (c *Clients) Client() (client.Client, error) {
 			return
 		}
 		cfg.UserAgent = "terraform-provider-agentsandbox"
+		// client-go's default of 5 requests a second would make a refresh
+		// of a few hundred resources take a minute; the API server's
+		// priority and fairness protects it from a burst of this size.
+		cfg.QPS, cfg.Burst = 100, 200
 		if c.client, c.err = client.New(cfg, client.Options{Scheme: reconcile.Scheme}); c.err != nil {
 			c.err = fmt.Errorf("failed to create the Kubernetes client: %w", c.err)
 		}

@@ -180,3 +180,38 @@ func TestHostWithoutSchemeGetsHTTPS(t *testing.T) {
 		t.Errorf("host %q token %q", cfg.Host, cfg.BearerToken)
 	}
 }
+
+// TestEveryAttributeIsDescribed walks the schema of every resource, data
+// source and ephemeral resource: the docs have something to say about each
+// attribute. The timeouts attribute of the timeouts library describes only
+// its children.
+func TestEveryAttributeIsDescribed(t *testing.T) {
+	resp, err := newServer(t).GetProviderSchema(context.Background(), &tfprotov6.GetProviderSchemaRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(where string, attrs []*tfprotov6.SchemaAttribute)
+	walk = func(where string, attrs []*tfprotov6.SchemaAttribute) {
+		for _, a := range attrs {
+			at := where + "." + a.Name
+			if a.Description == "" && a.Name != "timeouts" {
+				t.Errorf("%s has no description", at)
+			}
+			if a.NestedType != nil {
+				walk(at, a.NestedType.Attributes)
+			}
+		}
+	}
+	count := 0
+	for kind, schemas := range map[string]map[string]*tfprotov6.Schema{
+		"resource": resp.ResourceSchemas, "data": resp.DataSourceSchemas, "ephemeral": resp.EphemeralResourceSchemas,
+	} {
+		for name, s := range schemas {
+			walk(kind+" "+name, s.Block.Attributes)
+			count++
+		}
+	}
+	if count != 10 {
+		t.Errorf("walked %d schemas, want 10 (5 resources, 4 data sources, 1 ephemeral resource)", count)
+	}
+}
