@@ -16,12 +16,8 @@ import (
 )
 
 // maxWarmClaimWrites guards the writes of one warm claim, the client's
-// create included: create, namespace claim, owner binding, status and the
-// Ready event, plus at most one repeated status patch when a second pass
-// starts from a cache that has not seen the first one's (seen when the
-// package's tests run in parallel). The design target is 4 (open in the
-// warm pool issue); this bound keeps it from growing meanwhile.
-const maxWarmClaimWrites = 6
+// create included: create, namespace claim, owner binding and status.
+const maxWarmClaimWrites = 4
 
 // TestWarmClaimWrites counts the API writes one warm claim costs: the
 // client's create plus every controller write about the sandbox or its
