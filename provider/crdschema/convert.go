@@ -130,7 +130,7 @@ func FromJSON(j any, f *Field, typ tftypes.Type) (tftypes.Value, error) {
 		if !ok || !typed {
 			break
 		}
-		attrs, err := AttrsFromJSON(m, f, objType)
+		attrs, err := attrsFromJSON(m, f, objType)
 		if err != nil {
 			return tftypes.Value{}, err
 		}
@@ -169,10 +169,8 @@ func FromJSON(j any, f *Field, typ tftypes.Type) (tftypes.Value, error) {
 	return tftypes.Value{}, fmt.Errorf("%s: cannot read %T as %s", f.JSON, j, typ)
 }
 
-// AttrsFromJSON converts the fields of an object to attributes of typ.
-// Attributes of typ that are not fields of f (a resource's name or
-// timeouts next to its spec) are left for the caller to fill in.
-func AttrsFromJSON(m map[string]any, f *Field, typ tftypes.Object) (map[string]tftypes.Value, error) {
+// attrsFromJSON converts the fields of an object to the attributes of typ.
+func attrsFromJSON(m map[string]any, f *Field, typ tftypes.Object) (map[string]tftypes.Value, error) {
 	attrs := make(map[string]tftypes.Value, len(typ.AttributeTypes))
 	for _, c := range f.Fields {
 		attrType, ok := typ.AttributeTypes[c.Name]

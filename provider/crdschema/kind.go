@@ -11,9 +11,8 @@ import (
 
 // Kind is one CRD as the provider sees it.
 type Kind struct {
-	// GVK and GVR address the objects of the kind.
+	// GVK addresses the objects of the kind.
 	GVK schema.GroupVersionKind
-	GVR schema.GroupVersionResource
 	// Description is the CRD's description of the kind.
 	Description string
 	// NameValidators check metadata.name as the CRD's root rule does.
@@ -45,7 +44,6 @@ func load(crd *apiextensionsv1.CustomResourceDefinition, v *apiextensionsv1.Cust
 	root := v.Schema.OpenAPIV3Schema
 	k := &Kind{
 		GVK:         schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: crd.Spec.Names.Kind},
-		GVR:         schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: crd.Spec.Names.Plural},
 		Description: root.Description,
 	}
 	pattern, maxLength, err := nameLimit(root.XValidations)

@@ -11,22 +11,22 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 )
 
-// Combination is a rule about which attributes of one object may be set
+// combination is a rule about which attributes of one object may be set
 // together.
-type Combination struct {
-	Kind CombinationKind
+type combination struct {
+	Kind combinationKind
 	// Attrs are attribute names of the object the rule is on.
 	Attrs []string
 }
 
-// CombinationKind says how many of a Combination's attributes may be set.
-type CombinationKind int
+// combinationKind says how many of a combination's attributes may be set.
+type combinationKind int
 
-// Combination kinds.
+// combination kinds.
 const (
-	ExactlyOne CombinationKind = iota
-	AtLeastOne
-	AtMostOne
+	exactlyOne combinationKind = iota
+	atLeastOne
+	atMostOne
 )
 
 // ruleTranslation recognises one CEL rule of the CRDs and applies its
@@ -79,10 +79,10 @@ var ruleTranslations = []ruleTranslation{
 		`quantity\(self\.\w+\[k\]\)\.compareTo\(quantity\(self\.\w+\[k\]\)\) <= 0\)$`), func(f *Field, m []string) error {
 		return addObjectCheck(f, quantitiesNotAbove, m[1], m[2])
 	}},
-	{regexp.MustCompile(`^has\(self\.\w+\) \|\| has\(self\.\w+\)$`), combinationOf(AtLeastOne)},
-	{regexp.MustCompile(`^has\(self\.\w+\) != has\(self\.\w+\)$`), combinationOf(ExactlyOne)},
-	{regexp.MustCompile(`^\[(has\(self\.\w+\)(, )?)+\]\.filter\(x, x\)\.size\(\) == 1$`), combinationOf(ExactlyOne)},
-	{regexp.MustCompile(`^!\(has\(self\.\w+\) && has\(self\.\w+\)\)$`), combinationOf(AtMostOne)},
+	{regexp.MustCompile(`^has\(self\.\w+\) \|\| has\(self\.\w+\)$`), combinationOf(atLeastOne)},
+	{regexp.MustCompile(`^has\(self\.\w+\) != has\(self\.\w+\)$`), combinationOf(exactlyOne)},
+	{regexp.MustCompile(`^\[(has\(self\.\w+\)(, )?)+\]\.filter\(x, x\)\.size\(\) == 1$`), combinationOf(exactlyOne)},
+	{regexp.MustCompile(`^!\(has\(self\.\w+\) && has\(self\.\w+\)\)$`), combinationOf(atMostOne)},
 	{regexp.MustCompile(`^!has\(self\.(\w+)\) \|\| self\.(\w+)\.all\(c, c\.size\(\) > 0\)$`), func(f *Field, m []string) error {
 		list := f.childByJSON(m[1])
 		if list == nil || list.Type != List || list.Elem.Type != String {
@@ -104,9 +104,9 @@ var ruleTranslations = []ruleTranslation{
 }
 
 // combinationOf records the attributes a has() rule names.
-func combinationOf(kind CombinationKind) func(*Field, []string) error {
+func combinationOf(kind combinationKind) func(*Field, []string) error {
 	return func(f *Field, m []string) error {
-		c := Combination{Kind: kind}
+		c := combination{Kind: kind}
 		for _, h := range hasSelf.FindAllStringSubmatch(m[0], -1) {
 			child := f.childByJSON(h[1])
 			if child == nil {

@@ -23,13 +23,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
-// ResourceAttributes returns the resource schema of an object's fields:
+// resourceAttributes returns the resource schema of an object's fields:
 // required and optional as in the CRD, CRD defaults as Terraform defaults
 // (so the planned value is what the API server will store), immutable
 // fields replaced on change, every constraint a validator. serverDefaulted
 // names attributes an admission step fills in when they are left unset;
 // they are optional and computed, and keep their value from state.
-func ResourceAttributes(f *Field, serverDefaulted map[string]bool) (map[string]schema.Attribute, error) {
+func resourceAttributes(f *Field, serverDefaulted map[string]bool) (map[string]schema.Attribute, error) {
 	attrs := make(map[string]schema.Attribute, len(f.Fields))
 	for _, c := range f.Fields {
 		a, err := resourceAttribute(c, serverDefaulted[c.Name])
@@ -87,7 +87,7 @@ func resourceAttribute(f *Field, serverDefaulted bool) (schema.Attribute, error)
 		}
 		return a, f.noDefault()
 	case Object:
-		children, err := ResourceAttributes(f, nil)
+		children, err := resourceAttributes(f, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -110,7 +110,7 @@ func resourceAttribute(f *Field, serverDefaulted bool) (schema.Attribute, error)
 			mods = []planmodifier.List{listplanmodifier.RequiresReplace()}
 		}
 		if f.Elem.Type == Object {
-			children, err := ResourceAttributes(f.Elem, nil)
+			children, err := resourceAttributes(f.Elem, nil)
 			if err != nil {
 				return nil, err
 			}
@@ -292,7 +292,7 @@ func DataSourceAttributes(f *Field) map[string]dschema.Attribute {
 // SpecAttribute is the resource's spec: the CRD spec as a required nested
 // attribute, named and shaped as in YAML.
 func SpecAttribute(k *Kind, serverDefaulted map[string]bool) (schema.SingleNestedAttribute, error) {
-	children, err := ResourceAttributes(k.Spec, serverDefaulted)
+	children, err := resourceAttributes(k.Spec, serverDefaulted)
 	if err != nil {
 		return schema.SingleNestedAttribute{}, fmt.Errorf("%s spec: %w", k.GVK.Kind, err)
 	}

@@ -84,7 +84,7 @@ func (v objectCheck) ValidateObject(_ context.Context, req validator.ObjectReque
 		if attribute != "" {
 			at = at.AtName(attribute)
 		}
-		resp.Diagnostics.AddAttributeError(at, "Invalid Attribute Combination", fmt.Sprintf("Attribute %s %s", at, problem))
+		resp.Diagnostics.AddAttributeError(at, "Invalid Attribute combination", fmt.Sprintf("Attribute %s %s", at, problem))
 	}
 }
 
@@ -150,9 +150,9 @@ func quantitiesNotAbove(a, b string) objectCheck {
 	}}
 }
 
-// combinationValidator checks how many of a Combination's attributes are
+// combinationValidator checks how many of a combination's attributes are
 // set.
-func combinationValidator(c Combination) objectCheck {
+func combinationValidator(c combination) objectCheck {
 	names := strings.Join(c.Attrs, ", ")
 	return objectCheck{c.describe(), func(attrs map[string]attr.Value) (string, string) {
 		set := 0
@@ -168,22 +168,22 @@ func combinationValidator(c Combination) objectCheck {
 	}}
 }
 
-func (c Combination) describe() string {
+func (c combination) describe() string {
 	return fmt.Sprintf("set %s of %s", c.Kind, strings.Join(c.Attrs, ", "))
 }
 
-func (k CombinationKind) allows(set int) bool {
+func (k combinationKind) allows(set int) bool {
 	switch k {
-	case ExactlyOne:
+	case exactlyOne:
 		return set == 1
-	case AtLeastOne:
+	case atLeastOne:
 		return set >= 1
 	default:
 		return set <= 1
 	}
 }
 
-func (k CombinationKind) String() string {
+func (k combinationKind) String() string {
 	return [...]string{"exactly one", "at least one", "at most one"}[k]
 }
 
