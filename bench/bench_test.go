@@ -2,8 +2,8 @@
 // and OpenTofu applying and planning 200 resources, on the test cluster with
 // the reconciler running in-process:
 //
-//	make bench     (-bench 'API|WarmClaim' -benchtime 100x, then
-//	                -bench Terraform200 -benchtime 1x)
+//	make bench     (-bench 'APICreate|WarmClaim' -benchtime 100x, then
+//	                APIThroughput 2000x, WarmPoolFill1000 and Terraform200 1x)
 //
 // Each benchmark reports its figures (p50/p95/p99 latency in milliseconds,
 // or seconds per tofu command) as custom metrics beside the usual ns/op, so
@@ -95,15 +95,11 @@ func run(b *testing.B, clients int, op func() time.Duration) {
 func BenchmarkAPICreate(b *testing.B) {
 	c := testcluster.Get(b).Client
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("bench-floor")}}
-	if err := c.Create(ctx, ns); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = c.Delete(ctx, ns) })
+	ns := floorNamespace(b)
 	for _, clients := range []int{1, 20} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			run(b, clients, func() time.Duration {
-				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, GenerateName: "floor-"}}
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "floor-"}}
 				start := time.Now()
 				if err := c.Create(ctx, cm); err != nil {
 					b.Error(err)

@@ -1,0 +1,176 @@
+package bench_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
+)
+
+// BenchmarkAPICreateWatch is the second floor: a ConfigMap created → its
+// add event seen by a watch, the path a claim's Ready takes back to the
+// client.
+func BenchmarkAPICreateWatch(b *testing.B) {
+	c := testcluster.Get(b).Client
+	ctx := context.Background()
+	ns := floorNamespace(b)
+	informers, err := cache.New(testcluster.Get(b).Config, cache.Options{
+		Scheme: reconcile.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	inf, err := informers.GetInformer(ctx, &corev1.ConfigMap{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]chan struct{}{}
+	expect := func(name string) chan struct{} {
+		ch := make(chan struct{})
+		mu.Lock()
+		seen[name] = ch
+		mu.Unlock()
+		return ch
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		cm, _ := obj.(*corev1.ConfigMap)
+		mu.Lock()
+		ch := seen[cm.GetName()]
+		delete(seen, cm.GetName())
+		mu.Unlock()
+		if ch != nil {
+			close(ch)
+		}
+	}}); err != nil {
+		b.Fatal(err)
+	}
+	watchCtx, cancel := context.WithCancel(ctx)
+	b.Cleanup(cancel)
+	go func() { _ = informers.Start(watchCtx) }()
+	informers.WaitForCacheSync(watchCtx)
+	for _, clients := range []int{1, 20} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			run(b, clients, func() time.Duration {
+				name := testcluster.Name("watch")
+				added := expect(name)
+				start := time.Now()
+				if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+					b.Error(err)
+					return 0
+				}
+				select {
+				case <-added:
+				case <-time.After(time.Minute):
+					b.Errorf("no watch event for %s within a minute", name)
+				}
+				return time.Since(start)
+			})
+		})
+	}
+}
+
+// BenchmarkAPIThroughput is the API server's write ceiling here: ConfigMap
+// creates a second from 20 clients.
+func BenchmarkAPIThroughput(b *testing.B) {
+	c := testcluster.Get(b).Client
+	ns := floorNamespace(b)
+	start := time.Now()
+	run(b, 20, func() time.Duration {
+		begin := time.Now()
+		if err := c.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "tp-"}}); err != nil {
+			b.Error(err)
+		}
+		return time.Since(begin)
+	})
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "writes/s")
+}
+
+func floorNamespace(b *testing.B) string {
+	c := testcluster.Get(b).Client
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("bench-floor")}}
+	if err := c.Create(context.Background(), ns); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Delete(context.Background(), ns) })
+	return ns.Name
+}
+
+// BenchmarkWarmPoolFill1000 creates a warm pool of 1,000 and times it from
+// empty to every member Ready. It reports the controllers' API writes per
+// member (from the counting transport of the in-process reconciler) and
+// the peak RSS of the benchmark process, reconciler included: an upper
+// bound on the reconciler's own. Run it once (-benchtime 1x).
+func BenchmarkWarmPoolFill1000(b *testing.B) {
+	const size = 1000
+	c := testcluster.Get(b).Client
+	ctx := context.Background()
+	for b.Loop() {
+		tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("fill")}, Spec: v1.SandboxTemplateSpec{Image: "python:3.12"}}
+		if err := c.Create(ctx, tpl); err != nil {
+			b.Fatal(err)
+		}
+		pool := &v1.WarmPool{
+			ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("fill")},
+			Spec:       v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: tpl.Name}, Replicas: ptr.To(int32(size))},
+		}
+		writes := reconciletest.WriteCount()
+		start := time.Now()
+		if err := c.Create(ctx, pool); err != nil {
+			b.Fatal(err)
+		}
+		for deadline := start.Add(10 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(pool), pool); err == nil && pool.Status.ReadyReplicas == size {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("pool of %d not full after 10 minutes: %d ready", size, pool.Status.ReadyReplicas)
+			}
+		}
+		b.ReportMetric(time.Since(start).Seconds(), "fill-s")
+		b.ReportMetric(float64(reconciletest.WriteCount()-writes)/size, "writes/member")
+		b.ReportMetric(peakRSSMiB(b), "peak-RSS-MiB")
+		// Deleting 1,000 namespaces takes the namespace controller minutes;
+		// the cluster finishes it after the benchmark.
+		_ = c.Delete(ctx, pool)
+		_ = c.Delete(ctx, tpl)
+	}
+}
+
+// peakRSSMiB reads the process's peak resident set size (VmHWM).
+func peakRSSMiB(b *testing.B) float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb / 1024
+		}
+	}
+	b.Fatal("no VmHWM in /proc/self/status")
+	return 0
+}
