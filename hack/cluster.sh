@@ -108,6 +108,18 @@ YAML
 	done
 }
 
+# render_config writes hack/cluster/kwok.yaml to the cache with the
+# directory the node-side exec and logs use filled in: kwokctl takes no
+# variables, and that directory must live under the cache.
+streams_dir="${cache}/kwok-streams"
+
+render_config() {
+	mkdir -p "${streams_dir}"
+	# kwok reads the CRI log format: time, stream, tag, message.
+	printf '2026-01-01T00:00:00.000000000Z stdout F hello from the sandbox pod (kwok ClusterLogs)\n' >"${streams_dir}/pod.log"
+	sed "s|@STREAMS_DIR@|${streams_dir}|g" "${root}/hack/cluster/kwok.yaml" >"${cache}/kwok.yaml"
+}
+
 up() {
 	# OpenTofu too: the Terraform tests and the demo drive the provider with it.
 	"${root}/tools/build.sh" etcd kwok kube tofu
@@ -120,8 +132,9 @@ up() {
 		"$(bin kwok kwokctl)" delete cluster --name "${name}" >/dev/null 2>&1 || true
 		rm -f "${kubeconfig}"
 		log "starting cluster ${name}"
+		render_config
 		"$(bin kwok kwokctl)" create cluster --name "${name}" --runtime binary \
-			--config "${root}/hack/cluster/kwok.yaml" \
+			--config "${cache}/kwok.yaml" \
 			--etcd-binary "$(bin etcd etcd)" \
 			--kube-apiserver-binary "$(bin kube kube-apiserver)" \
 			--kube-controller-manager-binary "$(bin kube kube-controller-manager)" \
