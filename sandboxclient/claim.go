@@ -55,11 +55,22 @@ func (c *Client) Claim(ctx context.Context, opts ClaimOptions) (*v1.Sandbox, err
 	if (opts.Pool == "") == (opts.Template == "") {
 		return nil, errors.New("claim from exactly one of a pool and a template")
 	}
+	// The controller would wait for a missing pool or template to appear;
+	// someone claiming one wants to hear at once that it is not there.
 	sbx := &v1.Sandbox{}
+	var source client.Object = &v1.SandboxTemplate{}
+	kind, sourceName := "template", opts.Template
 	if opts.Pool != "" {
+		source, kind, sourceName = &v1.WarmPool{}, "warm pool", opts.Pool
 		sbx.Spec.WarmPoolRef = &v1.LocalObjectReference{Name: opts.Pool}
 	} else {
 		sbx.Spec.TemplateRef = &v1.LocalObjectReference{Name: opts.Template}
+	}
+	if err := c.client.Get(ctx, client.ObjectKey{Name: sourceName}, source); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%s %s not found", kind, sourceName)
+		}
+		return nil, fmt.Errorf("reading %s %s: %w", kind, sourceName, err)
 	}
 	if opts.Name != "" {
 		sbx.Name = opts.Name

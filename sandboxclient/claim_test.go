@@ -33,6 +33,10 @@ func TestClaimFromPool(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = admin.Delete(ctx, pool) })
 
+	if _, err := alice.client.Claim(ctx, sandboxclient.ClaimOptions{Pool: "no-such-pool"}); err == nil || err.Error() != "warm pool no-such-pool not found" {
+		t.Errorf("claim from a missing pool: %v", err)
+	}
+
 	var steps []sandboxclient.Progress
 	cold := claim(t, alice, sandboxclient.ClaimOptions{Pool: pool.Name, Progress: func(p sandboxclient.Progress) { steps = append(steps, p) }})
 	if cold.Status.LaunchType != v1.LaunchCold || !strings.Contains(cold.Status.LaunchMessage, "WarmPool "+pool.Name) {

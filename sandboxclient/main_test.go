@@ -5,9 +5,6 @@ import (
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
@@ -34,49 +31,21 @@ type user struct {
 // newUsers returns developers bound to agentsandbox-user for the test.
 func newUsers(t *testing.T, prefixes ...string) []user {
 	t.Helper()
-	cluster := testcluster.Get(t)
-	ctx := context.Background()
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("sdk-users")},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "agentsandbox-user"},
-	}
 	var users []user
-	for _, p := range prefixes {
-		name := testcluster.Name(p) + "@example.com"
-		binding.Subjects = append(binding.Subjects, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name})
-		cfg := rest.CopyConfig(cluster.Config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: name, Groups: []string{"system:authenticated"}}
-		c, err := sandboxclient.New(cfg)
+	for _, d := range testcluster.Get(t).Developers(t, prefixes...) {
+		c, err := sandboxclient.New(d.Config)
 		if err != nil {
 			t.Fatal(err)
 		}
-		users = append(users, user{name: name, client: c})
+		users = append(users, user{name: d.Name, client: c})
 	}
-	if err := cluster.Client.Create(ctx, binding); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cluster.Client.Delete(ctx, binding) })
 	return users
 }
 
 // newTemplate creates a template whose workspace is a fresh host directory.
 func newTemplate(t *testing.T) (*v1.SandboxTemplate, string) {
 	t.Helper()
-	cluster := testcluster.Get(t)
-	workspace := t.TempDir()
-	tpl := &v1.SandboxTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("sdk")},
-		Spec: v1.SandboxTemplateSpec{
-			Image:     "ghcr.io/acme/python-sandbox:3.12",
-			Command:   []string{"sleep", "infinity"},
-			Workspace: v1.Workspace{MountPath: workspace},
-		},
-	}
-	if err := cluster.Client.Create(context.Background(), tpl); err != nil {
-		t.Fatalf("create template: %v", err)
-	}
-	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), tpl) })
-	return tpl, workspace
+	return testcluster.Get(t).ExecTemplate(t)
 }
 
 // claim claims a Ready sandbox from the template as u and deletes it when
