@@ -108,6 +108,9 @@ func (c *Client) List(ctx context.Context, mine bool) ([]v1.Sandbox, error) {
 		return list.Items, nil
 	}
 	user := c.User(ctx)
+	if user == "" {
+		return nil, errors.New("the API server does not say who you are (selfsubjectreviews), so your own sandboxes cannot be told apart: list them all")
+	}
 	var out []v1.Sandbox
 	for _, s := range list.Items {
 		if s.Spec.Owner == user {

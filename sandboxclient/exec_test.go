@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/remotecommand"
+
 	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
 )
 
@@ -61,4 +63,26 @@ func TestExec(t *testing.T) {
 	if err != nil || code != 0 || !strings.Contains(stdout.String(), "terminal") {
 		t.Errorf("tty: code %d, err %v, stdout %q", code, err, stdout.String())
 	}
+
+	// A resize reaches the command's terminal (the pause lets it arrive).
+	stdout.Reset()
+	code, err = alice.client.Exec(ctx, sbx.Name, sandboxclient.ExecOptions{
+		Command: []string{"sh", "-c", "sleep 1; stty size"}, TTY: true,
+		Stdin: strings.NewReader(""), Stdout: &stdout, Resize: &sizes{{Width: 123, Height: 45}},
+	})
+	if err != nil || code != 0 || strings.TrimSpace(stdout.String()) != "45 123" {
+		t.Errorf("tty resize: code %d, err %v, stdout %q", code, err, stdout.String())
+	}
+}
+
+// sizes is a TerminalSizeQueue that hands out its sizes and then ends.
+type sizes []remotecommand.TerminalSize
+
+func (s *sizes) Next() *remotecommand.TerminalSize {
+	if len(*s) == 0 {
+		return nil
+	}
+	next := (*s)[0]
+	*s = (*s)[1:]
+	return &next
 }
