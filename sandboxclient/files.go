@@ -47,9 +47,10 @@ type DirEntry struct {
 	Size int64 `json:"size"`
 }
 
-// The file operations run POSIX sh in the sandbox with the paths as
-// arguments, never spliced into the script. They need sh, cat, head, wc, mv
-// and chmod in the image, as kubectl cp needs tar. Each script first checks,
+// The file operations run sh scripts in the sandbox with the paths as
+// arguments, never spliced into the script. They need sh, cat, head -c, wc,
+// mktemp, mv, chmod, dirname and basename in the image (GNU coreutils,
+// BusyBox and BSD all have them), as kubectl cp needs tar. Each script first checks,
 // after resolving symbolic links, that the directory it works in lies inside
 // the workspace, and refuses a symbolic link as the file itself: a link the
 // sandbox's code planted cannot turn a read or a write into one elsewhere.
@@ -90,7 +91,7 @@ exec cat -- "$real"
 // stdin: some node servers (kwok's) never deliver it.
 const writeScript = scriptPrelude + `[ -L "$real" ] && die 4 "$2 is a symbolic link"
 [ -d "$real" ] && die 6 "$2 is a directory"
-tmp="$dir/.agentsandbox-upload.$$"
+tmp=$(mktemp "$dir/.agentsandbox-upload.XXXXXX") || die 7 "cannot create a file beside $2"
 trap 'rm -f -- "$tmp"' EXIT
 head -c "$3" >"$tmp" || die 7 "writing $2 failed"
 got=$(($(wc -c <"$tmp")))
