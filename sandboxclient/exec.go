@@ -37,7 +37,9 @@ type ExecOptions struct {
 // wraps context.DeadlineExceeded when Timeout passed first.
 //
 // Ending the streams (timeout or cancelled ctx) does not by itself kill the
-// process in the pod on every container runtime.
+// process in the pod on every container runtime. A connection cut before
+// the node sent the exit status reads as success in client-go; the file
+// operations guard against that with markers of their own.
 func (c *Client) Exec(ctx context.Context, name string, opts ExecOptions) (int, error) {
 	if len(opts.Command) == 0 {
 		return -1, errors.New("no command given")

@@ -59,6 +59,9 @@ func (o *outputFlag) print(w io.Writer, single bool, sandboxes ...v1.Sandbox) er
 	for i := range sandboxes {
 		sandboxes[i].APIVersion, sandboxes[i].Kind = v1.GroupVersion.String(), "Sandbox"
 	}
+	if sandboxes == nil {
+		sandboxes = []v1.Sandbox{} // "items": [], not null, for scripts
+	}
 	var obj any = &v1.SandboxList{Items: sandboxes}
 	if single {
 		obj = &sandboxes[0]
