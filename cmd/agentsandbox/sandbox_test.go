@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
@@ -99,6 +101,24 @@ func TestRunDeletesTheSandbox(t *testing.T) {
 		t.Fatalf("run did not report its sandbox's launch and deletion: %q", res.stderr)
 	}
 	sandboxGone(t, m[1])
+
+	// From a pool with no member: run says the sandbox was cold-started.
+	admin := testcluster.Get(t).Client
+	pool := &v1.WarmPool{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("empty")},
+		Spec:       v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: tpl.Name}, Replicas: ptr.To[int32](0)},
+	}
+	if err := admin.Create(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), pool) })
+	res = cli(t, agent, "", "run", "--pool", pool.Name, "--", "true")
+	if m := readyLine.FindStringSubmatch(res.stderr); res.code != 0 || m == nil || !strings.Contains(m[2], "cold-started") || !strings.Contains(m[2], "WarmPool "+pool.Name) {
+		t.Errorf("run from an empty pool: %+v", res)
+	}
+	if res := cli(t, agent, "", "run", "--pool", "no-such-pool", "--", "true"); res.code != 1 || res.stderr != "Error: warm pool no-such-pool not found\n" {
+		t.Errorf("run from a missing pool: %+v", res)
+	}
 
 	res = cli(t, agent, "", "run", "-q", "--template", tpl.Name, "--", "sh", "-c", "echo quiet")
 	if res.code != 0 || res.stdout != "quiet\n" || res.stderr != "" {
