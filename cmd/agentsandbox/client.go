@@ -103,7 +103,11 @@ func orNone(s string) string {
 // progressPrinter reports a wait on w, one line per change.
 func progressPrinter(w io.Writer) func(sandboxclient.Progress) {
 	return func(p sandboxclient.Progress) {
-		msg := fmt.Sprintf("sandbox %s: %s", p.Name, orNone(string(p.Phase)))
+		phase := string(p.Phase)
+		if phase == "" {
+			phase = "requested" // the controller has not written a status yet
+		}
+		msg := fmt.Sprintf("sandbox %s: %s", p.Name, phase)
 		if p.Message != "" {
 			msg += " (" + p.Message + ")"
 		}
