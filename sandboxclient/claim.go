@@ -180,7 +180,7 @@ func (c *Client) waitFor(ctx context.Context, name string, timeout time.Duration
 		if err != nil {
 			return sbx, c.waitError(ctx, name, timeout, sbx, err)
 		}
-		ok, err := c.drain(w, name, check)
+		ok, err := drain(w, name, check)
 		w.Stop()
 		if ok || err != nil {
 			return sbx, err
@@ -192,7 +192,7 @@ func (c *Client) waitFor(ctx context.Context, name string, timeout time.Duration
 }
 
 // drain feeds the watch's events to check until it decides or the watch ends.
-func (c *Client) drain(w watch.Interface, name string, check func(*v1.Sandbox) (bool, error)) (bool, error) {
+func drain(w watch.Interface, name string, check func(*v1.Sandbox) (bool, error)) (bool, error) {
 	for ev := range w.ResultChan() {
 		switch ev.Type {
 		case watch.Deleted:
