@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,7 +19,7 @@ type streamFlags struct {
 
 func (s *streamFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVarP(&s.stdin, "stdin", "i", false, "pass stdin to the command")
-	cmd.Flags().BoolVarP(&s.tty, "tty", "t", false, "give the command a terminal (with -i: an interactive one that follows resizes)")
+	cmd.Flags().BoolVarP(&s.tty, "tty", "t", false, "give the command a terminal (with -i, when stdin is one: interactive, following resizes)")
 	cmd.Flags().DurationVar(&s.timeout, "command-timeout", 0, "end the command's streams after this long (0: no limit)")
 }
 
@@ -31,12 +32,19 @@ func (s *streamFlags) run(ctx context.Context, cmd *cobra.Command, c *sandboxcli
 	if s.stdin {
 		opts.Stdin = cmd.InOrStdin()
 	}
-	if s.tty && s.stdin {
-		t, err := openTerminal(cmd.InOrStdin())
-		if err != nil {
-			return -1, err
+	// As kubectl: a terminal only for an interactive session on one.
+	if s.tty {
+		var t *terminal
+		if s.stdin {
+			var err error
+			if t, err = openTerminal(cmd.InOrStdin()); err != nil {
+				return -1, err
+			}
 		}
-		if t != nil {
+		if t == nil {
+			_, _ = fmt.Fprintln(cmd.ErrOrStderr(), "Unable to use a TTY: -t needs -i and stdin a terminal")
+			opts.TTY = false
+		} else {
 			defer t.restore()
 			opts.Resize = t
 		}

@@ -187,6 +187,11 @@ func TestSandboxCommands(t *testing.T) {
 		t.Errorf("exec -i: code %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
 	}
 
+	// -t off a terminal falls back to plain streams, as kubectl does.
+	if res := cli(t, alice, "", "exec", "-t", name, "--", "sh", "-c", "test -t 1 || echo plain"); res.code != 0 || res.stdout != "plain\n" || !strings.Contains(res.stderr, "Unable to use a TTY") {
+		t.Errorf("exec -t without a terminal: %+v", res)
+	}
+
 	local := filepath.Join(t.TempDir(), "in.txt")
 	if err := os.WriteFile(local, []byte("payload\n"), 0o600); err != nil {
 		t.Fatal(err)

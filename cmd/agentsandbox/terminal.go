@@ -21,8 +21,7 @@ type terminal struct {
 }
 
 // openTerminal puts stdin's terminal in raw mode; nil when stdin is not a
-// terminal (then -t gives the remote command a terminal but there is no
-// local one to drive).
+// terminal.
 func openTerminal(stdin io.Reader) (*terminal, error) {
 	f, ok := stdin.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
