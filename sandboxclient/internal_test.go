@@ -1,8 +1,12 @@
 package sandboxclient
 
 import (
+	"archive/tar"
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"k8s.io/client-go/util/exec"
@@ -59,5 +63,60 @@ func TestExitCode(t *testing.T) {
 		if code, ok := exitCode(tc.err); code != tc.code || ok != tc.ok {
 			t.Errorf("exitCode(%v) = %d, %v; want %d, %v", tc.err, code, ok, tc.code, tc.ok)
 		}
+	}
+}
+
+// TestExtractStaysInside feeds extract archives a hostile sandbox could
+// send: entries that climb out, links out followed by files through them,
+// and a file through a link already in the destination.
+func TestExtractStaysInside(t *testing.T) {
+	outside := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		entries []tar.Header
+		escape  bool
+	}{
+		{"dot-dot", []tar.Header{{Name: "../evil", Typeflag: tar.TypeReg, Size: 1}}, true},
+		{"absolute", []tar.Header{{Name: "/" + outside + "/evil", Typeflag: tar.TypeReg, Size: 1}}, false},
+		{"link out, then through it", []tar.Header{
+			{Name: "l", Typeflag: tar.TypeSymlink, Linkname: outside},
+			{Name: "l/evil", Typeflag: tar.TypeReg, Size: 1},
+		}, false},
+		{"relative link out", []tar.Header{
+			{Name: "d/l", Typeflag: tar.TypeSymlink, Linkname: "../../" + filepath.Base(outside)},
+		}, false},
+		{"through a link already there", []tar.Header{{Name: "pre/evil", Typeflag: tar.TypeReg, Size: 1}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := t.TempDir()
+			if err := os.Symlink(outside, filepath.Join(dst, "pre")); err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			tw := tar.NewWriter(&buf)
+			for _, h := range tc.entries {
+				h.Mode = 0o644
+				if err := tw.WriteHeader(&h); err != nil {
+					t.Fatal(err)
+				}
+				if h.Size > 0 {
+					_, _ = tw.Write([]byte("x"))
+				}
+			}
+			_ = tw.Close()
+			buf.WriteString(endMarker)
+			root, err := os.OpenRoot(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = root.Close() }()
+			_, err = extract(&buf, root, 1<<20)
+			if tc.escape && !errors.Is(err, ErrPathEscape) {
+				t.Errorf("err %v, want ErrPathEscape", err)
+			}
+			if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+				t.Fatalf("the archive wrote outside the destination: %v (err %v)", entries, err)
+			}
+		})
 	}
 }

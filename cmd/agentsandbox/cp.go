@@ -16,18 +16,22 @@ import (
 func newCpCommand() *cobra.Command {
 	var conn clientFlags
 	var opts sandboxclient.FileOptions
+	var recursive bool
 	cmd := &cobra.Command{
-		Use:   "cp SRC DST",
-		Short: "Copy a file into or out of your sandbox's workspace",
-		Long: `Copies one file between this machine and a sandbox's workspace; one of SRC
-and DST is NAME:PATH, PATH relative to the workspace (or absolute inside
-it). Paths that leave the workspace, also through symbolic links, are
-refused. A local DST of - writes to stdout; a DST that is a directory (or,
-in the sandbox, ends in /) gets the source's file name. A file is replaced
-only once it has arrived whole.
+		Use:   "cp [-r] SRC DST",
+		Short: "Copy files into or out of your sandbox's workspace",
+		Long: `Copies a file, or with -r a directory, between this machine and a
+sandbox's workspace; one of SRC and DST is NAME:PATH, PATH relative to the
+workspace (or absolute inside it). Paths that leave the workspace, also
+through symbolic links, are refused. A local DST of - writes a file to
+stdout; a DST that is a directory (or, in the sandbox, ends in /) gets the
+source's name. A file is replaced only once it has arrived whole; a
+directory copied in must not exist yet and appears only once complete.
+Copying out, links that would point outside DST are skipped (and listed).
 
   agentsandbox cp ./data.csv my-sandbox:input/data.csv
-  agentsandbox cp my-sandbox:out/report.json .`,
+  agentsandbox cp my-sandbox:out/report.json .
+  agentsandbox cp -r ./project my-sandbox:project`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			srcName, srcPath, srcRemote := splitRemote(args[0])
@@ -39,12 +43,21 @@ only once it has arrived whole.
 			if err != nil {
 				return err
 			}
-			if dstRemote {
+			switch {
+			case dstRemote && recursive:
+				if dstPath == "" || strings.HasSuffix(dstPath, "/") {
+					dstPath = path.Join(dstPath, filepath.Base(filepath.Clean(srcPath)))
+				}
+				return c.CopyDirTo(cmd.Context(), dstName, srcPath, dstPath, opts)
+			case dstRemote:
 				return upload(cmd, c, srcPath, dstName, dstPath, opts)
+			case recursive:
+				return downloadDir(cmd, c, srcName, srcPath, dstPath, opts)
 			}
 			return download(cmd, c, srcName, srcPath, dstPath, opts)
 		},
 	}
+	cmd.Flags().BoolVarP(&recursive, "recursive", "r", false, "copy a directory")
 	cmd.Flags().Int64Var(&opts.Limit, "limit", sandboxclient.DefaultFileLimit, "largest file copied, in bytes")
 	conn.register(cmd)
 	return cmd
@@ -69,6 +82,9 @@ func upload(cmd *cobra.Command, c *sandboxclient.Client, local, name, remote str
 	info, err := f.Stat()
 	if err != nil {
 		return err
+	}
+	if info.IsDir() {
+		return fmt.Errorf("%s is a directory (copy it with -r)", local)
 	}
 	if !info.Mode().IsRegular() {
 		return fmt.Errorf("%s is not a regular file", local)
@@ -103,4 +119,20 @@ func download(cmd *cobra.Command, c *sandboxclient.Client, name, remote, local s
 		return err
 	}
 	return os.Rename(tmp.Name(), local)
+}
+
+// downloadDir copies a workspace directory into local, or into a new
+// directory of the source's name when local is an existing directory, as
+// cp -r does.
+func downloadDir(cmd *cobra.Command, c *sandboxclient.Client, name, remote, local string, opts sandboxclient.FileOptions) error {
+	if info, err := os.Stat(local); err == nil && info.IsDir() {
+		if base := path.Base(path.Clean("/" + remote)); base != "/" {
+			local = filepath.Join(local, base)
+		}
+	}
+	skipped, err := c.CopyDirFrom(cmd.Context(), name, remote, local, opts)
+	for _, s := range skipped {
+		_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "skipped %s (a link out of the copy, a hard link or a special file)\n", s)
+	}
+	return err
 }

@@ -209,6 +209,25 @@ func TestSandboxCommands(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(back, "in.txt")); err != nil || string(got) != "payload\n" {
 		t.Errorf("the file copied back: %q %v", got, err)
 	}
+	tree := filepath.Join(t.TempDir(), "tree")
+	if err := os.MkdirAll(filepath.Join(tree, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tree, "sub", "f"), []byte("in a tree\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res := cli(t, alice, "", "cp", tree, name+":"); res.code != 1 || !strings.Contains(res.stderr, "is a directory (copy it with -r)") {
+		t.Errorf("cp of a directory without -r: %+v", res)
+	}
+	if res := cli(t, alice, "", "cp", "-r", tree, name+":"); res.code != 0 {
+		t.Fatalf("cp -r in: %+v", res)
+	}
+	if res := cli(t, alice, "", "cp", "-r", name+":tree", back); res.code != 0 {
+		t.Fatalf("cp -r out: %+v", res)
+	}
+	if got, err := os.ReadFile(filepath.Join(back, "tree", "sub", "f")); err != nil || string(got) != "in a tree\n" {
+		t.Errorf("the tree copied back: %q %v", got, err)
+	}
 	if res := cli(t, alice, "", "cp", name+":../../etc/passwd", "-"); res.code != 1 || res.stdout != "" || !strings.Contains(res.stderr, "leaves the workspace") {
 		t.Errorf("cp out of the workspace: %+v", res)
 	}
