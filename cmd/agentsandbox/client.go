@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
@@ -29,6 +30,10 @@ func (f *clientFlags) register(cmd *cobra.Command) {
 }
 
 func (f *clientFlags) client() (*sandboxclient.Client, error) {
+	// client-go logs stream hiccups it also returns as errors; the commands
+	// report those errors themselves, and scripts read stderr.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
 	return sandboxclient.NewFromKubeconfig(f.kubeconfig, f.context)
 }
 

@@ -209,6 +209,10 @@ func TestSandboxCommands(t *testing.T) {
 	if got, err := os.ReadFile(filepath.Join(back, "in.txt")); err != nil || string(got) != "payload\n" {
 		t.Errorf("the file copied back: %q %v", got, err)
 	}
+	if res := cli(t, alice, "", "cp", "--limit", "3", name+":in.txt", "-"); res.code != 1 || res.stdout != "" || !strings.HasPrefix(res.stderr, "Error: file larger than the limit") || strings.Count(res.stderr, "\n") != 1 {
+		t.Errorf("cp over the limit: %+v", res)
+	}
+
 	tree := filepath.Join(t.TempDir(), "tree")
 	if err := os.MkdirAll(filepath.Join(tree, "sub"), 0o755); err != nil {
 		t.Fatal(err)
