@@ -33,9 +33,11 @@ func TestExecInteractiveTerminal(t *testing.T) {
 
 	master, tty := openPTY(t)
 	setSize(t, master, 30, 100)
-	// The pauses let a size reach the remote terminal before stty reads it:
-	// kwok applies sizes concurrently with starting the command.
-	cmd := command(t, alice, "exec", "-it", sbx.Name, "--", "sh", "-c", `sleep 1; stty size; read line; echo "typed $line"; sleep 1; stty size`)
+	// Sizes reach the remote terminal concurrently with the command (and
+	// late on a busy machine): the command waits up to 10s for each change.
+	const script = `wait_size() { i=0; while [ "$(stty size)" = "$1" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; stty size; }
+wait_size "0 0"; read line; echo "typed $line"; wait_size "30 100"`
+	cmd := command(t, alice, "exec", "-it", sbx.Name, "--", "sh", "-c", script)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	if err := cmd.Start(); err != nil {
