@@ -15,7 +15,6 @@ import (
 	"sync"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -163,10 +162,4 @@ func (c *Client) User(ctx context.Context) string {
 		}
 	})
 	return c.user
-}
-
-// IsNotFound reports whether err says a sandbox does not exist.
-func IsNotFound(err error) bool {
-	var nf *NotFoundError
-	return errors.As(err, &nf) || apierrors.IsNotFound(err)
 }

@@ -18,6 +18,12 @@ type NotFoundError struct {
 
 func (e *NotFoundError) Error() string { return fmt.Sprintf("sandbox %s not found", e.Name) }
 
+// IsNotFound reports whether err says a sandbox does not exist.
+func IsNotFound(err error) bool {
+	var nf *NotFoundError
+	return errors.As(err, &nf) || apierrors.IsNotFound(err)
+}
+
 // ForbiddenError says the API server refused the caller: for a sandbox's
 // pod, namespace or files that means the caller is not its owner.
 type ForbiddenError struct {
@@ -72,12 +78,6 @@ func (e *NotReadyError) Error() string {
 		msg += "; start it first"
 	}
 	return msg
-}
-
-// IsForbidden reports whether err is a refusal by the API server.
-func IsForbidden(err error) bool {
-	var fe *ForbiddenError
-	return errors.As(err, &fe) || apierrors.IsForbidden(err)
 }
 
 // explain turns an API error about sandbox name into one of this package's

@@ -54,21 +54,23 @@ func TestExec(t *testing.T) {
 	}
 
 	// With a terminal, stdin is given too: kwok v0.8's node server crashes
-	// on a terminal without stdin.
+	// on a terminal without stdin. Each command lingers a second after its
+	// output because kwok closes the terminal as soon as the command exits,
+	// dropping output it has not copied yet.
 	stdout.Reset()
 	code, err = alice.client.Exec(ctx, sbx.Name, sandboxclient.ExecOptions{
-		Command: []string{"sh", "-c", "test -t 0 && test -t 1 && echo terminal"}, TTY: true,
+		Command: []string{"sh", "-c", "test -t 0 && test -t 1 && echo terminal; sleep 1"}, TTY: true,
 		Stdin: strings.NewReader(""), Stdout: &stdout,
 	})
 	if err != nil || code != 0 || !strings.Contains(stdout.String(), "terminal") {
 		t.Errorf("tty: code %d, err %v, stdout %q", code, err, stdout.String())
 	}
 
-	// A resize reaches the command's terminal (the pause lets it arrive).
+	// A resize reaches the command's terminal (it waits up to 10s for it).
 	stdout.Reset()
 	code, err = alice.client.Exec(ctx, sbx.Name, sandboxclient.ExecOptions{
-		Command: []string{"sh", "-c", "sleep 1; stty size"}, TTY: true,
-		Stdin: strings.NewReader(""), Stdout: &stdout, Resize: &sizes{{Width: 123, Height: 45}},
+		Command: []string{"sh", "-c", `i=0; while [ "$(stty size)" = "0 0" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; stty size; sleep 1`},
+		TTY:     true, Stdin: strings.NewReader(""), Stdout: &stdout, Resize: &sizes{{Width: 123, Height: 45}},
 	})
 	if err != nil || code != 0 || strings.TrimSpace(stdout.String()) != "45 123" {
 		t.Errorf("tty resize: code %d, err %v, stdout %q", code, err, stdout.String())

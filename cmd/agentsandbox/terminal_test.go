@@ -35,8 +35,10 @@ func TestExecInteractiveTerminal(t *testing.T) {
 	setSize(t, master, 30, 100)
 	// Sizes reach the remote terminal concurrently with the command (and
 	// late on a busy machine): the command waits up to 10s for each change.
+	// It lingers a second at the end: kwok closes the terminal as soon as
+	// the command exits, dropping output it has not copied yet.
 	const script = `wait_size() { i=0; while [ "$(stty size)" = "$1" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; stty size; }
-wait_size "0 0"; read line; echo "typed $line"; wait_size "30 100"`
+wait_size "0 0"; read line; echo "typed $line"; wait_size "30 100"; sleep 1`
 	cmd := command(t, alice, "exec", "-it", sbx.Name, "--", "sh", "-c", script)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
