@@ -108,20 +108,42 @@ YAML
 	done
 }
 
+# The cluster runs with hack/cluster/kwok.yaml rendered into the cache, the
+# directory the node-side exec and logs use filled in (kwokctl takes no
+# variables, and that directory must live under the cache). A running
+# cluster whose rendered configuration differs from the current one (started
+# before kwok.yaml changed) is recreated, so nobody tests against a stale
+# node setup.
+streams_dir="${cache}/kwok-streams"
+config="${cache}/kwok.yaml"
+
+rendered_config() {
+	sed "s|@STREAMS_DIR@|${streams_dir}|g" "${root}/hack/cluster/kwok.yaml"
+}
+
+current() {
+	healthy && [[ -f "${config}" ]] && rendered_config | cmp -s - "${config}"
+}
+
 up() {
 	# OpenTofu too: the Terraform tests and the demo drive the provider with it.
 	"${root}/tools/build.sh" etcd kwok kube tofu
 	lock
-	if healthy; then
+	if current; then
 		log "cluster ${name} already running (kubeconfig ${kubeconfig})"
 	else
-		# A cluster whose processes died (machine restart, kill) is rebuilt
-		# rather than repaired: its state is disposable.
+		# A cluster whose processes died (machine restart, kill) or whose
+		# configuration changed is rebuilt rather than repaired: its state
+		# is disposable.
 		"$(bin kwok kwokctl)" delete cluster --name "${name}" >/dev/null 2>&1 || true
 		rm -f "${kubeconfig}"
 		log "starting cluster ${name}"
+		mkdir -p "${streams_dir}"
+		# kwok reads the CRI log format: time, stream, tag, message.
+		printf '2026-01-01T00:00:00.000000000Z stdout F hello from the sandbox pod (kwok ClusterLogs)\n' >"${streams_dir}/pod.log"
+		rendered_config >"${config}"
 		"$(bin kwok kwokctl)" create cluster --name "${name}" --runtime binary \
-			--config "${root}/hack/cluster/kwok.yaml" \
+			--config "${config}" \
 			--etcd-binary "$(bin etcd etcd)" \
 			--kube-apiserver-binary "$(bin kube kube-apiserver)" \
 			--kube-controller-manager-binary "$(bin kube kube-controller-manager)" \

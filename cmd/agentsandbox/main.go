@@ -1,17 +1,25 @@
-// Command agentsandbox runs the reconciler (`agentsandbox reconcile`) and,
-// as later commands land, the everyday sandbox commands.
+// Command agentsandbox runs the reconciler (`agentsandbox reconcile`) and
+// the everyday sandbox commands (claim, exec, run, cp, port-forward, ...),
+// which are built on the sandboxclient package.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
+		var exit exitCodeError
+		if errors.As(err, &exit) {
+			os.Exit(exit.code)
+		}
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)
 	}
@@ -24,7 +32,10 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newReconcileCommand())
+	root.AddCommand(newVersionCommand(), newReconcileCommand(),
+		newClaimCommand(), newListCommand(), newGetCommand(), newExecCommand(), newRunCommand(), newCpCommand(),
+		newPortForwardCommand(), newLogsCommand(), newStateCommand(v1alpha1.SandboxStopped),
+		newStateCommand(v1alpha1.SandboxRunning), newDeleteCommand())
 	return root
 }
 

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
+)
+
+// clientFlags are the connection flags every sandbox command takes: the
+// commands act with the caller's kubeconfig, as kubectl does.
+type clientFlags struct {
+	kubeconfig, context string
+}
+
+func (f *clientFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "path of the kubeconfig (default $KUBECONFIG or ~/.kube/config)")
+	cmd.Flags().StringVar(&f.context, "context", "", "kubeconfig context to use")
+}
+
+func (f *clientFlags) client() (*sandboxclient.Client, error) {
+	// client-go logs stream hiccups it also returns as errors; the commands
+	// report those errors themselves, and scripts read stderr.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
+	return sandboxclient.NewFromKubeconfig(f.kubeconfig, f.context)
+}
+
+// exitCodeError ends the process with a command's exit code, silently: the
+// command has said what it had to on its own stderr.
+type exitCodeError struct{ code int }
+
+func (e exitCodeError) Error() string { return fmt.Sprintf("exit code %d", e.code) }
+
+// outputFlag is -o for the commands that print sandboxes.
+type outputFlag struct{ format string }
+
+func (o *outputFlag) register(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&o.format, "output", "o", "", "output format: json or yaml (default a table)")
+}
+
+func (o *outputFlag) validate() error {
+	switch o.format {
+	case "", "json", "yaml":
+		return nil
+	}
+	return fmt.Errorf("unknown output format %q: use json or yaml", o.format)
+}
+
+// print writes the sandboxes as a table, or as JSON or YAML for scripts
+// (one object for a single sandbox, a List otherwise).
+func (o *outputFlag) print(w io.Writer, single bool, sandboxes ...v1.Sandbox) error {
+	for i := range sandboxes {
+		sandboxes[i].APIVersion, sandboxes[i].Kind = v1.GroupVersion.String(), "Sandbox"
+	}
+	if sandboxes == nil {
+		sandboxes = []v1.Sandbox{} // "items": [], not null, for scripts
+	}
+	var obj any = &v1.SandboxList{Items: sandboxes}
+	if single {
+		obj = &sandboxes[0]
+	} else {
+		obj.(*v1.SandboxList).APIVersion, obj.(*v1.SandboxList).Kind = "v1", "List"
+	}
+	switch o.format {
+	case "json":
+		data, err := json.MarshalIndent(obj, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", data)
+		return err
+	case "yaml":
+		data, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
+	_, _ = fmt.Fprintln(tw, "NAME\tSTATE\tPHASE\tLAUNCH\tOWNER\tAGE")
+	for _, s := range sandboxes {
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, orNone(string(s.Spec.State)), orNone(string(s.Status.Phase)),
+			orNone(string(s.Status.LaunchType)), s.Spec.Owner, duration.HumanDuration(time.Since(s.CreationTimestamp.Time)))
+	}
+	return tw.Flush()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+// progressPrinter reports a wait on w, one line per change.
+func progressPrinter(w io.Writer) func(sandboxclient.Progress) {
+	return func(p sandboxclient.Progress) {
+		phase := string(p.Phase)
+		if phase == "" {
+			phase = "requested" // the controller has not written a status yet
+		}
+		msg := fmt.Sprintf("sandbox %s: %s", p.Name, phase)
+		if p.Message != "" {
+			msg += " (" + p.Message + ")"
+		}
+		_, _ = fmt.Fprintf(w, "%s [%s]\n", msg, p.Elapsed.Round(100*time.Millisecond))
+	}
+}
+
+// describeLaunch says how a sandbox was launched, and why it was cold when
+// it came from a pool: an agent should know when the pool ran empty.
+func describeLaunch(s *v1.Sandbox) string {
+	switch {
+	case s.Spec.WarmPoolRef != nil && s.Status.LaunchType == v1.LaunchWarm:
+		return fmt.Sprintf("warm from pool %s", s.Spec.WarmPoolRef.Name)
+	case s.Spec.WarmPoolRef != nil && s.Status.LaunchMessage != "":
+		return "cold-started: " + s.Status.LaunchMessage
+	case s.Spec.WarmPoolRef != nil:
+		return fmt.Sprintf("cold-started from pool %s's template", s.Spec.WarmPoolRef.Name)
+	}
+	return fmt.Sprintf("cold-started from template %s", s.Spec.TemplateRef.Name)
+}
+
+// splitCommand takes the command after "--": cobra hands it over as the
+// arguments after ArgsLenAtDash.
+func splitCommand(cmd *cobra.Command, args []string, before int) ([]string, []string, error) {
+	dash := cmd.ArgsLenAtDash()
+	if dash < 0 || dash != before || len(args) == dash {
+		usage := strings.TrimSpace(cmd.UseLine())
+		return nil, nil, errors.New("give the command after --, as in: " + usage)
+	}
+	return args[:dash], args[dash:], nil
+}

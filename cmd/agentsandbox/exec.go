@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
+)
+
+// streamFlags are how exec and run connect the local terminal to the
+// command.
+type streamFlags struct {
+	stdin, tty bool
+	timeout    time.Duration
+}
+
+func (s *streamFlags) register(cmd *cobra.Command) {
+	cmd.Flags().BoolVarP(&s.stdin, "stdin", "i", false, "pass stdin to the command")
+	cmd.Flags().BoolVarP(&s.tty, "tty", "t", false, "give the command a terminal (with -i, when stdin is one: interactive, following resizes)")
+	cmd.Flags().DurationVar(&s.timeout, "command-timeout", 0, "end the command's streams after this long (0: no limit)")
+}
+
+// run runs command in the sandbox with the cobra command's streams and
+// returns its exit code.
+func (s *streamFlags) run(ctx context.Context, cmd *cobra.Command, c *sandboxclient.Client, name string, command []string) (int, error) {
+	opts := sandboxclient.ExecOptions{
+		Command: command, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), TTY: s.tty, Timeout: s.timeout,
+	}
+	if s.stdin {
+		opts.Stdin = cmd.InOrStdin()
+	}
+	// As kubectl: a terminal only for an interactive session on one.
+	if s.tty {
+		var t *terminal
+		if s.stdin {
+			var err error
+			if t, err = openTerminal(cmd.InOrStdin()); err != nil {
+				return -1, err
+			}
+		}
+		if t == nil {
+			_, _ = fmt.Fprintln(cmd.ErrOrStderr(), "Unable to use a TTY: -t needs -i and stdin a terminal")
+			opts.TTY = false
+		} else {
+			defer t.restore()
+			opts.Resize = t
+		}
+	}
+	return c.Exec(ctx, name, opts)
+}
+
+func newExecCommand() *cobra.Command {
+	var conn clientFlags
+	var streams streamFlags
+	cmd := &cobra.Command{
+		Use:   "exec NAME [-i] [-t] -- COMMAND [ARG...]",
+		Short: "Run a command in your sandbox; exits with the command's exit code",
+		Args:  cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			names, command, err := splitCommand(cmd, args, 1)
+			if err != nil {
+				return err
+			}
+			c, err := conn.client()
+			if err != nil {
+				return err
+			}
+			code, err := streams.run(cmd.Context(), cmd, c, names[0], command)
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return exitCodeError{code}
+			}
+			return nil
+		},
+	}
+	streams.register(cmd)
+	conn.register(cmd)
+	return cmd
+}

@@ -1,0 +1,93 @@
+package testcluster
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+)
+
+// Developer is a user with the agentsandbox-user role, as the tests act
+// when they check what an owner, and only an owner, may do.
+type Developer struct {
+	// Name is the user name (what admission writes into spec.owner).
+	Name string
+	// Config impersonates the developer with the admin credentials.
+	Config *rest.Config
+	// Kubeconfig is a kubeconfig file that does the same, for binaries.
+	Kubeconfig string
+}
+
+// Developers returns one developer per prefix, with unique names, bound to
+// agentsandbox-user for the duration of the test.
+func (c *Cluster) Developers(t testing.TB, prefixes ...string) []Developer {
+	t.Helper()
+	ctx := context.Background()
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: Name("developers")},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "agentsandbox-user"},
+	}
+	var devs []Developer
+	for _, p := range prefixes {
+		d := Developer{Name: Name(p) + "@example.com", Config: rest.CopyConfig(c.Config)}
+		d.Config.Impersonate = rest.ImpersonationConfig{UserName: d.Name, Groups: []string{"system:authenticated"}}
+		d.Kubeconfig = c.impersonatingKubeconfig(t, d.Name)
+		binding.Subjects = append(binding.Subjects, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: d.Name})
+		devs = append(devs, d)
+	}
+	if err := c.Client.Create(ctx, binding); err != nil {
+		t.Fatalf("bind agentsandbox-user: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Client.Delete(context.Background(), binding) })
+	return devs
+}
+
+// impersonatingKubeconfig writes a copy of the admin kubeconfig whose
+// current user impersonates user.
+func (c *Cluster) impersonatingKubeconfig(t testing.TB, user string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(c.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current := cfg.Contexts[cfg.CurrentContext]
+	if current == nil || cfg.AuthInfos[current.AuthInfo] == nil {
+		t.Fatalf("kubeconfig %s has no current user", c.Kubeconfig)
+	}
+	auth := cfg.AuthInfos[current.AuthInfo]
+	auth.Impersonate, auth.ImpersonateGroups = user, []string{"system:authenticated"}
+	file := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, file); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// ExecTemplate creates a SandboxTemplate for tests that exec into
+// sandboxes, deleted when the test ends. On the local cluster kwok runs
+// exec as a process on this host (hack/cluster/kwok.yaml), so the
+// template's workspace mount path is a fresh host directory, returned too:
+// there the "container" finds its workspace.
+func (c *Cluster) ExecTemplate(t testing.TB) (*v1.SandboxTemplate, string) {
+	t.Helper()
+	workspace := t.TempDir()
+	tpl := &v1.SandboxTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: Name("exec")},
+		Spec: v1.SandboxTemplateSpec{
+			Image:     "ghcr.io/acme/python-sandbox:3.12",
+			Command:   []string{"sleep", "infinity"},
+			Workspace: v1.Workspace{MountPath: workspace},
+		},
+	}
+	if err := c.Client.Create(context.Background(), tpl); err != nil {
+		t.Fatalf("create template: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Client.Delete(context.Background(), tpl) })
+	return tpl, workspace
+}

@@ -1,0 +1,165 @@
+// Package sandboxclient is the Go SDK for working in an Agent Sandbox: claim
+// a sandbox from a warm pool or a template, run commands in it, move files in
+// and out, forward its ports, and stop, start, list or delete it.
+//
+// Every call is made with the caller's own credentials (a kubeconfig or a
+// rest.Config), so the API server decides what the caller may do: only a
+// sandbox's owner may exec into it, read its files, forward its ports or read
+// its logs. The `agentsandbox` CLI is built on this package.
+package sandboxclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+)
+
+// Client works with sandboxes as one Kubernetes identity.
+type Client struct {
+	config *rest.Config
+	client client.WithWatch
+	kube   kubernetes.Interface
+
+	userOnce sync.Once
+	user     string
+}
+
+// scheme knows the built-in kinds and the agentsandbox.dev kinds, and
+// nothing the reconciler needs besides.
+var sandboxScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := v1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+// New returns a client that acts with the credentials of cfg.
+func New(cfg *rest.Config) (*Client, error) {
+	cfg = rest.CopyConfig(cfg)
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: sandboxScheme})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create client: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create client: %w", err)
+	}
+	return &Client{config: cfg, client: c, kube: kube}, nil
+}
+
+// NewFromKubeconfig loads credentials the way kubectl does: the file named by
+// kubeconfig, else $KUBECONFIG, else ~/.kube/config, with context (when not
+// empty) overriding the current context.
+func NewFromKubeconfig(kubeconfig, context string) (*Client, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: context}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("failed to load kubeconfig: %w", err)
+	}
+	return New(cfg)
+}
+
+// Get returns the sandbox called name.
+func (c *Client) Get(ctx context.Context, name string) (*v1.Sandbox, error) {
+	sbx, err := c.getRaw(ctx, name)
+	if err != nil {
+		return nil, c.explain(ctx, name, "read", err)
+	}
+	return sbx, nil
+}
+
+// getRaw is Get with the API server's error as it came.
+func (c *Client) getRaw(ctx context.Context, name string) (*v1.Sandbox, error) {
+	sbx := &v1.Sandbox{}
+	if err := c.client.Get(ctx, types.NamespacedName{Name: name}, sbx); err != nil {
+		return nil, err
+	}
+	return sbx, nil
+}
+
+// List returns every sandbox the caller may see, sorted by name. With mine,
+// only those the caller owns.
+func (c *Client) List(ctx context.Context, mine bool) ([]v1.Sandbox, error) {
+	list := &v1.SandboxList{}
+	if err := c.client.List(ctx, list); err != nil {
+		return nil, c.explain(ctx, "", "list", err)
+	}
+	if !mine {
+		return list.Items, nil
+	}
+	user := c.User(ctx)
+	if user == "" {
+		return nil, errors.New("the API server does not say who you are (selfsubjectreviews), so your own sandboxes cannot be told apart: list them all")
+	}
+	var out []v1.Sandbox
+	for _, s := range list.Items {
+		if s.Spec.Owner == user {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// Stop asks for the sandbox's pod to be deleted while its namespace and
+// workspace stay; Start brings a stopped sandbox back. Neither waits: use
+// WaitStopped or WaitReady.
+func (c *Client) Stop(ctx context.Context, name string) error {
+	return c.setState(ctx, name, v1.SandboxStopped)
+}
+
+// Start asks for a stopped sandbox to run again; see Stop.
+func (c *Client) Start(ctx context.Context, name string) error {
+	return c.setState(ctx, name, v1.SandboxRunning)
+}
+
+func (c *Client) setState(ctx context.Context, name string, state v1.SandboxState) error {
+	sbx := &v1.Sandbox{}
+	sbx.Name = name
+	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"state":%q}}`, state))
+	if err := c.client.Patch(ctx, sbx, patch); err != nil {
+		return c.explain(ctx, name, "change", err)
+	}
+	return nil
+}
+
+// Delete deletes the sandbox; its namespace, pod and workspace go with it
+// (garbage collection finishes that shortly after Delete returns).
+func (c *Client) Delete(ctx context.Context, name string) error {
+	sbx := &v1.Sandbox{}
+	sbx.Name = name
+	if err := c.client.Delete(ctx, sbx); err != nil {
+		return c.explain(ctx, name, "delete", err)
+	}
+	return nil
+}
+
+// User is the caller's identity as the API server sees it (what admission
+// writes into spec.owner), or "" when the server will not say.
+func (c *Client) User(ctx context.Context) string {
+	c.userOnce.Do(func() {
+		review, err := c.kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		if err == nil {
+			c.user = review.Status.UserInfo.Username
+		}
+	})
+	return c.user
+}

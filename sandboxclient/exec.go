@@ -1,0 +1,131 @@
+package sandboxclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/client-go/util/exec"
+	"k8s.io/streaming/pkg/httpstream"
+)
+
+// ExecOptions describe one command run in a sandbox.
+type ExecOptions struct {
+	// Command and its arguments; not run through a shell.
+	Command []string
+	// Stdin, when set, is streamed to the command.
+	Stdin io.Reader
+	// Stdout and Stderr receive the command's output as it comes; nil
+	// discards it. With TTY, both arrive on Stdout.
+	Stdout, Stderr io.Writer
+	// TTY gives the command a terminal; Resize reports its size changes.
+	TTY    bool
+	Resize remotecommand.TerminalSizeQueue
+	// Timeout ends the command's streams after this long (0: no limit).
+	Timeout time.Duration
+}
+
+// Exec runs a command in the sandbox's pod and returns its exit code. The
+// error is nil whenever the command ran to completion, whatever its code; it
+// wraps context.DeadlineExceeded when Timeout passed first.
+//
+// Ending the streams (timeout or cancelled ctx) does not by itself kill the
+// process in the pod on every container runtime. A connection cut before
+// the node sent the exit status reads as success in client-go; the file
+// operations guard against that with markers of their own.
+func (c *Client) Exec(ctx context.Context, name string, opts ExecOptions) (int, error) {
+	if len(opts.Command) == 0 {
+		return -1, errors.New("no command given")
+	}
+	t, err := c.resolve(ctx, name, "exec in")
+	if err != nil {
+		return -1, err
+	}
+	return c.exec(ctx, t, opts)
+}
+
+func (c *Client) exec(ctx context.Context, t *target, opts ExecOptions) (int, error) {
+	runCtx := ctx
+	if opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, opts.Timeout)
+		defer cancel()
+	}
+	stdout, stderr := opts.Stdout, opts.Stderr
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil && !opts.TTY {
+		stderr = io.Discard
+	}
+	executor, err := c.executor(t, &corev1.PodExecOptions{
+		Container: t.container, Command: opts.Command,
+		Stdin: opts.Stdin != nil, Stdout: true, Stderr: !opts.TTY, TTY: opts.TTY,
+	})
+	if err != nil {
+		return -1, err
+	}
+	err = executor.StreamWithContext(runCtx, remotecommand.StreamOptions{
+		Stdin: opts.Stdin, Stdout: stdout, Stderr: stderr, Tty: opts.TTY, TerminalSizeQueue: opts.Resize,
+	})
+	if err == nil {
+		return 0, nil
+	}
+	if code, ok := exitCode(err); ok {
+		return code, nil
+	}
+	if ctx.Err() == nil && runCtx.Err() != nil {
+		return -1, fmt.Errorf("command did not finish within %s: %w", opts.Timeout, context.DeadlineExceeded)
+	}
+	if ctx.Err() != nil {
+		return -1, ctx.Err()
+	}
+	return -1, c.explain(ctx, t.sandbox.Name, "exec in", err)
+}
+
+// executor opens exec streams over WebSocket, falling back to SPDY for API
+// servers (or proxies) that cannot upgrade to WebSocket, as kubectl does.
+func (c *Client) executor(t *target, opts *corev1.PodExecOptions) (remotecommand.Executor, error) {
+	url := c.kube.CoreV1().RESTClient().Post().
+		Resource("pods").Namespace(t.namespace).Name(t.pod).SubResource("exec").
+		VersionedParams(opts, scheme.ParameterCodec).URL()
+	websocket, err := remotecommand.NewWebSocketExecutor(c.config, "GET", url.String())
+	if err != nil {
+		return nil, fmt.Errorf("failed to create WebSocket executor: %w", err)
+	}
+	spdy, err := remotecommand.NewSPDYExecutor(c.config, "POST", url)
+	if err != nil {
+		return nil, fmt.Errorf("failed to create SPDY executor: %w", err)
+	}
+	return remotecommand.NewFallbackExecutor(websocket, spdy, shouldFallback)
+}
+
+func shouldFallback(err error) bool {
+	return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+}
+
+// kwokExitStatus matches how kwok's node server (the local test cluster's
+// fake kubelet, v0.8) reports a command's non-zero exit: as an internal error
+// ending in Go's "exit status N" rather than the NonZeroExitCode status a
+// kubelet sends.
+var kwokExitStatus = regexp.MustCompile(`(?s)error executing command in container: .*: exit status (\d+)$`)
+
+// exitCode is the command's exit code carried by a stream error, if any.
+func exitCode(err error) (int, bool) {
+	var coded exec.CodeExitError
+	if errors.As(err, &coded) {
+		return coded.Code, true
+	}
+	if m := kwokExitStatus.FindStringSubmatch(err.Error()); m != nil {
+		code, convErr := strconv.Atoi(m[1])
+		return code, convErr == nil
+	}
+	return 0, false
+}

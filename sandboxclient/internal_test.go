@@ -1,0 +1,122 @@
+package sandboxclient
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/client-go/util/exec"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
+)
+
+func TestWorkspaceVolumeIsTheReconcilers(t *testing.T) {
+	if workspaceVolume != sandbox.WorkspaceName {
+		t.Errorf("workspaceVolume %q, the reconciler names it %q", workspaceVolume, sandbox.WorkspaceName)
+	}
+}
+
+func TestWorkspacePath(t *testing.T) {
+	for _, tc := range []struct {
+		ws, in, want string
+		escape       bool
+	}{
+		{"/workspace", "a/b.txt", "/workspace/a/b.txt", false},
+		{"/workspace", "./a/../b", "/workspace/b", false},
+		{"/workspace", ".", "/workspace", false},
+		{"/workspace/", "/workspace/x", "/workspace/x", false},
+		{"/workspace", "/workspace", "/workspace", false},
+		{"/workspace", "../etc/passwd", "", true},
+		{"/workspace", "a/../../x", "", true},
+		{"/workspace", "/etc/passwd", "", true},
+		{"/workspace", "/workspace-other/x", "", true},
+		{"/workspace", "/workspace/../x", "", true},
+	} {
+		got, err := workspacePath(tc.ws, tc.in)
+		if tc.escape != errors.Is(err, ErrPathEscape) || got != tc.want {
+			t.Errorf("workspacePath(%q, %q) = %q, %v", tc.ws, tc.in, got, err)
+		}
+	}
+	for _, bad := range []string{"", "a\x00b"} {
+		if _, err := workspacePath("/workspace", bad); err == nil {
+			t.Errorf("workspacePath accepted %q", bad)
+		}
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		code int
+		ok   bool
+	}{
+		{exec.CodeExitError{Err: errors.New("command terminated with exit code 7"), Code: 7}, 7, true},
+		{fmt.Errorf("stream: %w", exec.CodeExitError{Code: 2}), 2, true},
+		{errors.New("Internal error occurred: error executing command in container: cmd wait: sh -c exit 3: exit status 3"), 3, true},
+		{errors.New("Internal error occurred: error executing command in container: cmd start: nope: exec: not found"), 0, false},
+		{errors.New("exit status 4"), 0, false},
+	} {
+		if code, ok := exitCode(tc.err); code != tc.code || ok != tc.ok {
+			t.Errorf("exitCode(%v) = %d, %v; want %d, %v", tc.err, code, ok, tc.code, tc.ok)
+		}
+	}
+}
+
+// TestExtractStaysInside feeds extract archives a hostile sandbox could
+// send: entries that climb out, links out followed by files through them,
+// and a file through a link already in the destination.
+func TestExtractStaysInside(t *testing.T) {
+	outside := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		entries []tar.Header
+		escape  bool
+	}{
+		{"dot-dot", []tar.Header{{Name: "../evil", Typeflag: tar.TypeReg, Size: 1}}, true},
+		{"absolute", []tar.Header{{Name: "/" + outside + "/evil", Typeflag: tar.TypeReg, Size: 1}}, false},
+		{"link out, then through it", []tar.Header{
+			{Name: "l", Typeflag: tar.TypeSymlink, Linkname: outside},
+			{Name: "l/evil", Typeflag: tar.TypeReg, Size: 1},
+		}, false},
+		{"relative link out", []tar.Header{
+			{Name: "d/l", Typeflag: tar.TypeSymlink, Linkname: "../../" + filepath.Base(outside)},
+		}, false},
+		{"through a link already there", []tar.Header{{Name: "pre/evil", Typeflag: tar.TypeReg, Size: 1}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := t.TempDir()
+			if err := os.Symlink(outside, filepath.Join(dst, "pre")); err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			tw := tar.NewWriter(&buf)
+			for _, h := range tc.entries {
+				h.Mode = 0o644
+				if err := tw.WriteHeader(&h); err != nil {
+					t.Fatal(err)
+				}
+				if h.Size > 0 {
+					_, _ = tw.Write([]byte("x"))
+				}
+			}
+			_ = tw.Close()
+			buf.WriteString(endMarker)
+			root, err := os.OpenRoot(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = root.Close() }()
+			_, err = extract(&buf, root, 1<<20)
+			if tc.escape && !errors.Is(err, ErrPathEscape) {
+				t.Errorf("err %v, want ErrPathEscape", err)
+			}
+			if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+				t.Fatalf("the archive wrote outside the destination: %v (err %v)", entries, err)
+			}
+		})
+	}
+}

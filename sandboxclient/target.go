@@ -1,0 +1,65 @@
+package sandboxclient
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+)
+
+// workspaceVolume is the name the reconciler gives the workspace volume
+// (reconcile/sandbox.WorkspaceName; a test keeps the two equal without this
+// package importing the controllers).
+const workspaceVolume = "workspace"
+
+// target is the running pod of a sandbox, where exec, files, logs and
+// port-forwarding go.
+type target struct {
+	sandbox   *v1.Sandbox
+	namespace string
+	pod       string
+	container string
+	// workspace is the workspace's mount path in the container.
+	workspace string
+}
+
+// resolve finds the sandbox's running pod. It reads the sandbox and then the
+// pod as the caller, so that a missing sandbox, a stopped one and someone
+// else's each give their own clear error before any stream is opened (the
+// owner's RoleBinding grants pod reads together with exec and
+// port-forward).
+func (c *Client) resolve(ctx context.Context, name, action string) (*target, error) {
+	sbx, err := c.getRaw(ctx, name)
+	if err != nil {
+		return nil, c.explain(ctx, name, action, err)
+	}
+	notReady := &NotReadyError{Name: name, Phase: sbx.Status.Phase, Message: conditions.GetMessage(sbx, v1.ReadyCondition)}
+	if sbx.Status.Phase != v1.SandboxPhaseRunning || sbx.Status.PodName == "" || sbx.Status.Namespace == "" {
+		return nil, notReady
+	}
+	pod, err := c.kube.CoreV1().Pods(sbx.Status.Namespace).Get(ctx, sbx.Status.PodName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, notReady
+	}
+	if err != nil {
+		return nil, c.explain(ctx, name, action, err)
+	}
+	if pod.Status.Phase != corev1.PodRunning || len(pod.Spec.Containers) == 0 {
+		notReady.Message = fmt.Sprintf("pod %s is %s", pod.Name, pod.Status.Phase)
+		return nil, notReady
+	}
+	// The sandbox pod has one container, the sandbox itself.
+	ctr := pod.Spec.Containers[0]
+	t := &target{sandbox: sbx, namespace: pod.Namespace, pod: pod.Name, container: ctr.Name}
+	for _, m := range ctr.VolumeMounts {
+		if m.Name == workspaceVolume {
+			t.workspace = m.MountPath
+		}
+	}
+	return t, nil
+}
