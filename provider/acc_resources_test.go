@@ -50,7 +50,7 @@ func (l lifecycle) run(t *testing.T) {
 	created := []statecheck.StateCheck{
 		statecheck.ExpectKnownValue(addr, tfjsonpath.New("id"), knownvalue.StringExact(l.name(0))),
 	}
-	if k, err := kindOf(l.typeName); err == nil && k.ready != nil {
+	if k, err := kindOf(l.typeName); err == nil && !k.waitOptIn {
 		// Waiting for ready means the reconciler has written a status.
 		created = append(created, statecheck.ExpectKnownValue(addr, tfjsonpath.New("status"), knownvalue.NotNull()))
 	}

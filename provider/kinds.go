@@ -20,9 +20,11 @@ type kind struct {
 	// serverDefaulted are spec attributes an admission step sets when they
 	// are left unset.
 	serverDefaulted map[string]bool
-	// ready tells whether an object is ready; nil when the kind has no
-	// readiness to wait for.
+	// ready tells whether an object is ready.
 	ready readiness
+	// waitOptIn makes wait_for_ready false unless set: for kinds whose
+	// readiness depends on things outside the cluster.
+	waitOptIn bool
 	// schema is loaded from the CRD on first use.
 	schema *crdschema.Kind
 }
@@ -34,9 +36,10 @@ var kinds = []*kind{
 	{typeName: "warm_pool", crdKind: "WarmPool", noun: "warm pool", ready: warmPoolReady},
 	// The admission policy of config/admission sets owner to the creator.
 	{typeName: "sandbox", crdKind: "Sandbox", noun: "sandbox", ready: sandboxReady, serverDefaulted: map[string]bool{"owner": true}},
-	// GitSync's readiness needs the GitSync controller; until it exists
-	// applying one does not wait.
-	{typeName: "git_sync", crdKind: "GitSync", noun: "Git sync"},
+	// A Git sync is Ready once a revision is fetched, applied and healthy:
+	// that takes a reachable server and credentials, which a configuration
+	// often creates later, so waiting is asked for.
+	{typeName: "git_sync", crdKind: "GitSync", noun: "Git sync", ready: readyCondition, waitOptIn: true},
 }
 
 var loadSchemas = sync.OnceValue(func() error {

@@ -85,14 +85,13 @@ func (r *objectResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 		"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
 	}
 	description := k.schema.Description + "\n\nApplied with server-side apply; destroy waits until the object and what it owns are gone."
-	if k.ready != nil {
-		attrs["wait_for_ready"] = schema.BoolAttribute{
-			Optional: true,
-			Computed: true,
-			Default:  booldefault.StaticBool(true),
-			Description: "Wait after create and update until the " + k.noun + " is ready (" + readinessDoc[r.typeName] +
-				"), within timeouts.create / timeouts.update. A stalled object fails the apply at once.",
-		}
+	waitDoc := "Wait after create and update until the " + k.noun + " is ready (" + readinessDoc[r.typeName] +
+		"), within timeouts.create / timeouts.update. A stalled object fails the apply at once."
+	if k.waitOptIn {
+		waitDoc += " Off by default: the first sync needs a reachable Git server and credentials."
+	}
+	attrs["wait_for_ready"] = schema.BoolAttribute{
+		Optional: true, Computed: true, Default: booldefault.StaticBool(!k.waitOptIn), Description: waitDoc,
 	}
 	resp.Schema = schema.Schema{Description: description, Attributes: attrs}
 }
@@ -103,6 +102,7 @@ var readinessDoc = map[string]string{
 	"template":  "Ready condition True: the template is valid and its node pool exists",
 	"warm_pool": "status.ready_replicas equals spec.replicas",
 	"sandbox":   "Ready condition True, or phase Stopped when spec.state is Stopped",
+	"git_sync":  "Ready condition True: the revision is applied and what it declares is healthy",
 }
 
 func metadataAttribute(what string) schema.MapAttribute {
@@ -211,15 +211,10 @@ func (r *objectResource) write(ctx context.Context, plan tfsdk.Plan, state *tfsd
 	r.record(live, attrs, state, diags)
 }
 
-// waitForReady reads wait_for_ready, true unless set false; kinds without
-// readiness have no such attribute and never wait.
+// waitForReady reads wait_for_ready, which the schema defaults.
 func waitForReady(attrs map[string]tftypes.Value) bool {
-	v, ok := attrs["wait_for_ready"]
-	if !ok {
-		return false
-	}
 	var b bool
-	return v.As(&b) != nil || b
+	return attrs["wait_for_ready"].As(&b) == nil && b
 }
 
 func (r *objectResource) record(live *unstructured.Unstructured, prior map[string]tftypes.Value, state *tfsdk.State, diags *diag.Diagnostics) {
@@ -291,9 +286,8 @@ func (r *objectResource) Delete(ctx context.Context, req resource.DeleteRequest,
 func (r *objectResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
-	k, err := kindOf(r.typeName)
-	if err == nil && k.ready != nil {
-		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait_for_ready"), true)...)
+	if k, err := kindOf(r.typeName); err == nil {
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait_for_ready"), !k.waitOptIn)...)
 	}
 }
 
