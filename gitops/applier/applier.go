@@ -1,0 +1,216 @@
+// Package applier converges the cluster to a set of declarations with
+// server-side apply (fluxcd/pkg/ssa): everything is validated by a dry run
+// first, then applied in dependency stages, and objects an earlier set
+// declared and this one does not are pruned.
+package applier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/fluxcd/pkg/ssa"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
+)
+
+// FieldManager owns every field a GitSync applies. It is fixed, not per
+// GitSync, so a declaration moved from one GitSync to another is not a
+// conflict.
+const FieldManager = "agentsandbox-gitsync"
+
+// PruneDisabled is the value of v1.AnnotationPrune that keeps an object.
+const PruneDisabled = "disabled"
+
+// Applier applies declarations with one field manager.
+type Applier struct {
+	client client.Client
+	rm     *ssa.ResourceManager
+}
+
+// New returns an Applier writing through c.
+func New(c client.Client) *Applier {
+	// No status poller: the applier does not wait for health.
+	return &Applier{client: c, rm: ssa.NewResourceManager(c, nil, ssa.Owner{Field: FieldManager, Group: v1.GroupVersion.Group})}
+}
+
+// Validate dry-runs every declaration through the API server, so schema,
+// CEL and admission errors surface before anything is written. A field
+// that another server-side apply manager owns (Terraform, say) is an error
+// naming the manager: taking it over would start a tug of war. Fields
+// owned through plain updates (kubectl edit) are taken back, which is how
+// a hand edit gets reverted. All errors are returned, joined.
+func (a *Applier) Validate(ctx context.Context, decls []declarations.Declaration) error {
+	var errs []error
+	for _, d := range decls {
+		if err := a.validate(ctx, d); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %s %q: %w", d.Where(), d.Object.GetKind(), d.Object.GetName(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (a *Applier) validate(ctx context.Context, d declarations.Declaration) error {
+	err := a.dryRun(ctx, d.Object, false)
+	if !apierrors.IsConflict(err) {
+		return apiMessage(err)
+	}
+	applyManagers, err2 := a.applyManagers(ctx, d.Object)
+	if err2 != nil {
+		return err2
+	}
+	var conflicts []string
+	if status, ok := err.(apierrors.APIStatus); ok && status.Status().Details != nil {
+		for _, c := range status.Status().Details.Causes {
+			if c.Type != metav1.CauseTypeFieldManagerConflict {
+				continue
+			}
+			if m := quotedManager.FindStringSubmatch(c.Message); m != nil && applyManagers[m[1]] {
+				conflicts = append(conflicts, fmt.Sprintf("%s is owned by field manager %q", strings.TrimPrefix(c.Field, "."), m[1]))
+			}
+		}
+	}
+	if len(conflicts) > 0 {
+		return fmt.Errorf("conflict: %s; remove the field from one of the two sources, or from the other manager's managed fields",
+			strings.Join(conflicts, ", "))
+	}
+	return apiMessage(a.dryRun(ctx, d.Object, true))
+}
+
+// quotedManager extracts the manager of a conflict cause, e.g.
+// `conflict with "terraform": .spec.replicas`.
+var quotedManager = regexp.MustCompile(`conflict with "([^"]+)"`)
+
+func (a *Applier) dryRun(ctx context.Context, obj *unstructured.Unstructured, force bool) error {
+	opts := []client.PatchOption{client.DryRunAll, client.FieldOwner(FieldManager)}
+	if force {
+		opts = append(opts, client.ForceOwnership)
+	}
+	return a.client.Patch(ctx, obj.DeepCopy(), client.Apply, opts...)
+}
+
+// applyManagers are the other managers that own fields of the live object
+// through server-side apply.
+func (a *Applier) applyManagers(ctx context.Context, obj *unstructured.Unstructured) (map[string]bool, error) {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(obj.GroupVersionKind())
+	if err := a.client.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, m := range live.GetManagedFields() {
+		if m.Operation == metav1.ManagedFieldsOperationApply && m.Manager != FieldManager {
+			out[m.Manager] = true
+		}
+	}
+	return out, nil
+}
+
+// apiMessage keeps the API server's message (it names the field and
+// value) without the Go error chain around it.
+func apiMessage(err error) error {
+	if status, ok := err.(apierrors.APIStatus); ok && err != nil {
+		return errors.New(status.Status().Message)
+	}
+	return err
+}
+
+// Apply writes the declarations stage by stage, each kind after the kinds
+// it references, and only the objects a dry-run diff shows changed.
+func (a *Applier) Apply(ctx context.Context, decls []declarations.Declaration) (*ssa.ChangeSet, error) {
+	changes := ssa.NewChangeSet()
+	for _, stage := range stages {
+		var objs []*unstructured.Unstructured
+		for _, d := range decls {
+			if slices.Contains(stage, d.Object.GetKind()) {
+				objs = append(objs, d.Object.DeepCopy())
+			}
+		}
+		if len(objs) == 0 {
+			continue
+		}
+		cs, err := a.rm.ApplyAll(ctx, objs, ssa.DefaultApplyOptions())
+		if cs != nil {
+			changes.Append(cs.Entries)
+		}
+		if err != nil {
+			return changes, err
+		}
+	}
+	return changes, nil
+}
+
+// stages orders the kinds: sandboxes and git syncs reference what comes
+// before and nothing references them.
+var stages = [][]string{{"NodePool"}, {"SandboxTemplate"}, {"WarmPool"}, {"Sandbox", "GitSync"}}
+
+// Inventory lists the declared objects, sorted, as status records them.
+func Inventory(decls []declarations.Declaration) []v1.InventoryEntry {
+	out := make([]v1.InventoryEntry, 0, len(decls))
+	for _, d := range decls {
+		out = append(out, v1.InventoryEntry{ID: declarations.ID(d.Object), Version: d.Object.GroupVersionKind().Version})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Prune deletes the objects of previous that current no longer has, in
+// reverse stage order, except those annotated agentsandbox.dev/prune:
+// disabled.
+func (a *Applier) Prune(ctx context.Context, previous, current []v1.InventoryEntry) (*ssa.ChangeSet, error) {
+	keep := map[string]bool{}
+	for _, e := range current {
+		keep[e.ID] = true
+	}
+	var stale []*unstructured.Unstructured
+	for _, e := range previous {
+		if keep[e.ID] {
+			continue
+		}
+		obj, err := fromID(e)
+		if err != nil {
+			return nil, err
+		}
+		stale = append(stale, obj)
+	}
+	stageOf := func(kind string) int {
+		return slices.IndexFunc(stages, func(s []string) bool { return slices.Contains(s, kind) })
+	}
+	sort.SliceStable(stale, func(i, j int) bool { return stageOf(stale[i].GetKind()) > stageOf(stale[j].GetKind()) })
+	changes := ssa.NewChangeSet()
+	opts := ssa.DefaultDeleteOptions()
+	opts.Exclusions = map[string]string{v1.AnnotationPrune: PruneDisabled}
+	var errs []error
+	for _, obj := range stale {
+		entry, err := a.rm.Delete(ctx, obj, opts)
+		if entry != nil {
+			changes.Add(*entry)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return changes, errors.Join(errs...)
+}
+
+// fromID parses an inventory entry back into an object reference.
+func fromID(e v1.InventoryEntry) (*unstructured.Unstructured, error) {
+	parts := strings.Split(e.ID, "_")
+	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
+		return nil, fmt.Errorf("inventory entry %q is not group_kind_name", e.ID)
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetGroupVersionKind(schema.GroupVersionKind{Group: parts[0], Version: e.Version, Kind: parts[1]})
+	obj.SetName(parts[2])
+	return obj, nil
+}
