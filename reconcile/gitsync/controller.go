@@ -136,12 +136,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			retErr = fmt.Errorf("failed to patch status: %w", err)
 		}
 	}()
-	if v, ok := gs.Annotations[v1.AnnotationReconcileRequestedAt]; ok {
-		gs.Status.LastHandledReconcileAt = v
-	}
 	if gs.Spec.Suspend {
 		// Nothing is synced, deleted or rescheduled until resumed; the
 		// conditions keep describing the last sync.
+		markHandled(gs)
 		return ctrl.Result{}, nil
 	}
 
@@ -156,12 +154,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 	}
 
+	// Only the final status says a request was handled, not the
+	// progress report above.
+	markHandled(gs)
 	timeout := durationOr(gs.Spec.Timeout.Duration, 2*time.Minute)
 	syncCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	start := time.Now()
 	changes, p := r.sync(syncCtx, gs)
 	conditions.Delete(gs, v1.ReconcilingCondition)
 	if p != nil {
+		observeSync(gs.Name, p.reason, start)
 		if errors.Is(syncCtx.Err(), context.DeadlineExceeded) {
 			p.message += fmt.Sprintf(" (spec.timeout %s exceeded)", timeout)
 		}
@@ -178,6 +181,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			r.recorder.Eventf(gs, nil, corev1.EventTypeWarning, p.reason, "Sync", "%s", p.message)
 		}
 	} else {
+		observeSync(gs.Name, "success", start)
 		summary := summarize(changes)
 		conditions.MarkTrue(gs, v1.ReadyCondition, ReasonSucceeded, "applied revision %s", gs.Status.LastAppliedRevision)
 		conditions.Delete(gs, v1.StalledCondition)
@@ -189,6 +193,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 	}
 	return ctrl.Result{RequeueAfter: jitter(durationOr(gs.Spec.Interval.Duration, 5*time.Minute))}, nil
+}
+
+// markHandled records the sync request being acted on.
+func markHandled(gs *v1.GitSync) {
+	if v, ok := gs.Annotations[v1.AnnotationReconcileRequestedAt]; ok {
+		gs.Status.LastHandledReconcileAt = v
+	}
 }
 
 // problem is why a sync failed; stalled when retrying the same revision

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/applier"
@@ -100,7 +101,8 @@ func waitHandled(t *testing.T, gs *v1.GitSync, token string) *v1.GitSync {
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(gs), got); err != nil {
 			return false, err.Error()
 		}
-		return got.Status.LastHandledReconcileAt == token && got.Status.ObservedGeneration == got.Generation,
+		return got.Status.LastHandledReconcileAt == token && got.Status.ObservedGeneration == got.Generation &&
+				!conditions.Has(got, v1.ReconcilingCondition),
 			fmt.Sprintf("handled %q, conditions %v", got.Status.LastHandledReconcileAt, got.Status.Conditions)
 	})
 	return got
@@ -400,4 +402,81 @@ func TestPruneDisabled(t *testing.T) {
 	t.Cleanup(func() {
 		_ = testcluster.Get(t).Client.Delete(context.Background(), &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: b}})
 	})
+}
+
+func TestIntervalSyncsWithoutARequest(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	pool := testcluster.Name("tick")
+	srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "")})
+	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.Interval = metav1.Duration{Duration: time.Second} })
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+
+	c2 := srv.Commit("main", map[string]string{"pool.yaml": strings.Replace(poolYAML(pool, ""), "node-group: gvisor", "node-group: changed", 1)})
+	c := testcluster.Get(t).Client
+	testcluster.Eventually(t, "the next interval to apply "+c2, func() (bool, string) {
+		got := &v1.GitSync{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(gs), got); err != nil {
+			return false, err.Error()
+		}
+		return got.Status.LastAppliedRevision == "main@sha1:"+c2, got.Status.LastAppliedRevision
+	})
+	if p, _ := getPool(t, pool); p == nil || p.Spec.NodeSelector["agentsandbox.dev/node-group"] != "changed" {
+		t.Errorf("pool after the interval sync: %+v", p)
+	}
+}
+
+// TestMetricsAndEvents: syncs are measured by result, and events are
+// recorded on change and failure only, not on a resync that changes nothing.
+func TestMetricsAndEvents(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	srv.Commit("main", map[string]string{"pool.yaml": poolYAML(testcluster.Name("ev"), "")})
+	gs := newGitSync(t, srv.URL(), nil)
+	eventWrites := func(w reconciletest.Write) bool { return strings.Contains(w.Path, "/events") }
+
+	since := reconciletest.WriteCount()
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	testcluster.Eventually(t, "an event for the initial sync", func() (bool, string) {
+		n := len(reconciletest.Writes(since, eventWrites))
+		return n > 0, fmt.Sprintf("%d event writes", n)
+	})
+
+	time.Sleep(time.Second) // let the recorder flush
+	since = reconciletest.WriteCount()
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	time.Sleep(time.Second)
+	if w := reconciletest.Writes(since, eventWrites); len(w) != 0 {
+		t.Errorf("a no-op resync wrote events: %v", w)
+	}
+
+	srv.Stop()
+	since = reconciletest.WriteCount()
+	wantReady(t, sync(t, gs), metav1.ConditionFalse, gitsync.ReasonFetchFailed)
+	testcluster.Eventually(t, "a warning for the failure", func() (bool, string) {
+		n := len(reconciletest.Writes(since, eventWrites))
+		return n > 0, fmt.Sprintf("%d event writes", n)
+	})
+
+	mfs, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]uint64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "agentsandbox_gitsync_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["name"] == gs.Name {
+				counts[labels["result"]] = m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	// Creating the GitSync may sync it once more than the two requests.
+	if counts["success"] < 2 || counts["success"] > 3 || counts[gitsync.ReasonFetchFailed] != 1 {
+		t.Errorf("sync duration sample counts by result: %v, want 2 or 3 success and 1 %s", counts, gitsync.ReasonFetchFailed)
+	}
 }
