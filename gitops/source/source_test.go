@@ -2,10 +2,15 @@ package source
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/ssh"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/gittest"
@@ -112,4 +117,62 @@ func TestAuthErrors(t *testing.T) {
 	if got := sshUser("git@example.com:r.git"); got != "git" {
 		t.Errorf("sshUser scp-like = %q", got)
 	}
+}
+
+func TestSSH(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	commit := srv.Commit("main", map[string]string{"a.yaml": "x"})
+	identity, public := sshKey(t)
+	url, knownHosts := srv.ServeSSH(public)
+	ctx := context.Background()
+
+	auth, err := Auth(url, "creds", map[string][]byte{KeyIdentity: identity, KeyKnownHosts: []byte(knownHosts + "\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := Resolve(ctx, url, v1.GitRef{Branch: "main"}, auth)
+	if err != nil || rev != Revision("main@sha1:"+commit) {
+		t.Fatalf("Resolve over SSH = %s, %v", rev, err)
+	}
+	if _, rev, err := Fetch(ctx, url, v1.GitRef{Branch: "main"}, auth, t.TempDir()); err != nil || rev.Hash() != commit {
+		t.Fatalf("Fetch over SSH = %s, %v", rev, err)
+	}
+
+	otherIdentity, _ := sshKey(t)
+	wrongKey, err := Auth(url, "creds", map[string][]byte{KeyIdentity: otherIdentity, KeyKnownHosts: []byte(knownHosts)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Resolve(ctx, url, v1.GitRef{}, wrongKey); err == nil || !strings.Contains(err.Error(), "unable to authenticate") {
+		t.Errorf("Resolve with an unauthorized key: %v", err)
+	}
+
+	_, otherHost := sshKey(t)
+	host, _, _ := strings.Cut(knownHosts, " ")
+	wrongHost, err := Auth(url, "creds", map[string][]byte{KeyIdentity: identity,
+		KeyKnownHosts: []byte(host + " " + string(ssh.MarshalAuthorizedKey(otherHost)))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Resolve(ctx, url, v1.GitRef{}, wrongHost); err == nil || !strings.Contains(err.Error(), "key mismatch") {
+		t.Errorf("Resolve against a host key not in known_hosts: %v", err)
+	}
+}
+
+// sshKey returns a new private key in OpenSSH PEM form and its public key.
+func sshKey(t *testing.T) ([]byte, ssh.PublicKey) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	public, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(block), public
 }
