@@ -168,15 +168,8 @@ func Inventory(decls []declarations.Declaration) []v1.InventoryEntry {
 // reverse stage order, except those annotated agentsandbox.dev/prune:
 // disabled.
 func (a *Applier) Prune(ctx context.Context, previous, current []v1.InventoryEntry) (*ssa.ChangeSet, error) {
-	keep := map[string]bool{}
-	for _, e := range current {
-		keep[e.ID] = true
-	}
 	var stale []*unstructured.Unstructured
-	for _, e := range previous {
-		if keep[e.ID] {
-			continue
-		}
+	for _, e := range Stale(previous, current) {
 		obj, err := fromID(e)
 		if err != nil {
 			return nil, err

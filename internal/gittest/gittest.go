@@ -83,6 +83,13 @@ func (s *Server) Commit(branch string, files map[string]string) string {
 	return strings.TrimSpace(s.git(s.work, "rev-parse", "HEAD"))
 }
 
+// Rewind force-pushes branch back to commit, as a history rewrite would.
+func (s *Server) Rewind(branch, commit string) {
+	s.t.Helper()
+	s.git(s.work, "checkout", "-q", "-B", branch, commit)
+	s.git(s.work, "push", "-q", "-f", "origin", branch)
+}
+
 // Tag creates an annotated tag on the last commit and pushes it.
 func (s *Server) Tag(name string) {
 	s.t.Helper()

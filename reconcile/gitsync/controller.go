@@ -233,13 +233,22 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 			message: fmt.Sprintf("revision %s: dry run refused: %v", co.rev, err)}
 	}
 	inventory := applier.Inventory(decls)
+	prune := gs.Spec.Prune == nil || *gs.Spec.Prune
+	var pruning []v1.InventoryEntry
+	if prune {
+		pruning = applier.Stale(gs.Status.Inventory, inventory)
+	}
+	if err := r.applier.CheckReferences(ctx, decls, pruning); err != nil {
+		return nil, &problem{reason: ReasonValidationFailed,
+			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
+	}
 	changes, err := r.applier.Apply(ctx, decls)
 	if err != nil {
 		// Whatever was applied is recorded, so a later revision prunes it.
 		gs.Status.Inventory = union(gs.Status.Inventory, inventory)
 		return changes, &problem{reason: ReasonApplyFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
-	if gs.Spec.Prune == nil || *gs.Spec.Prune {
+	if prune {
 		pruned, err := r.applier.Prune(ctx, gs.Status.Inventory, inventory)
 		if pruned != nil {
 			changes.Append(pruned.Entries)

@@ -230,6 +230,10 @@ func TestSyncLifecycle(t *testing.T) {
 			[]string{"pools.yaml, document 1", "line 9", `unknown field "spec.runtimeHandlr"`}},
 		{"invalid enum", "deploy/pools.yaml", poolYAML(poolA, "") + "  taints:\n  - key: k\n    effect: Sometimes\n", gitsync.ReasonValidationFailed,
 			[]string{"pools.yaml, document 1", "spec.taints[0].effect", `"Sometimes"`}},
+		{"dangling reference", "deploy/pools.yaml", poolYAML(poolA, "") + "---\n" + templateYAML(testcluster.Name("t"), "no-such-pool", "python:3.12"),
+			gitsync.ReasonValidationFailed, []string{"pools.yaml, document 2", `spec.nodePoolRef.name: NodePool "no-such-pool" is neither declared nor on the cluster`}},
+		{"reference to a pruned object", "deploy/template.yaml", templateYAML(tpl, poolA, "python:3.13"), gitsync.ReasonValidationFailed,
+			[]string{"template.yaml, document 1", `spec.nodePoolRef.name: NodePool "` + poolA + `" is no longer declared and would be pruned`}},
 		{"unknown kind", "deploy/pools.yaml", poolYAML(poolA, "") + "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n", gitsync.ReasonBuildFailed,
 			[]string{"pools.yaml, document 2", `kind "ConfigMap" is not accepted`}},
 	}
@@ -478,5 +482,31 @@ func TestMetricsAndEvents(t *testing.T) {
 	// Creating the GitSync may sync it once more than the two requests.
 	if counts["success"] < 2 || counts["success"] > 3 || counts[gitsync.ReasonFetchFailed] != 1 {
 		t.Errorf("sync duration sample counts by result: %v, want 2 or 3 success and 1 %s", counts, gitsync.ReasonFetchFailed)
+	}
+}
+
+// TestForcePushRewind: a branch force-pushed back to an older commit is a
+// new revision like any other; what the newer commit added is pruned.
+func TestForcePushRewind(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	a, b := testcluster.Name("ra"), testcluster.Name("rb")
+	c1 := srv.Commit("main", map[string]string{"a.yaml": poolYAML(a, "")})
+	gs := newGitSync(t, srv.URL(), nil)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded, c1)
+	c2 := srv.Commit("main", map[string]string{"a.yaml": poolYAML(a, ""), "b.yaml": poolYAML(b, "")})
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded, c2)
+	if _, ok := getPool(t, b); !ok {
+		t.Fatal("pool of the second commit not created")
+	}
+
+	srv.Rewind("main", c1)
+	got := sync(t, gs)
+	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c1)
+	testcluster.Eventually(t, "pool "+b+" pruned after the rewind", func() (bool, string) {
+		_, ok := getPool(t, b)
+		return !ok, "still there"
+	})
+	if _, ok := getPool(t, a); !ok {
+		t.Error("pool of the first commit gone after the rewind")
 	}
 }
