@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -12,8 +13,15 @@ import (
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "Error:", err)
-		os.Exit(1)
+		code := 1
+		var exit *exitError
+		if errors.As(err, &exit) {
+			code = exit.code
+		}
+		if err.Error() != "" {
+			fmt.Fprintln(os.Stderr, "Error:", err)
+		}
+		os.Exit(code)
 	}
 }
 
@@ -24,7 +32,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newReconcileCommand())
+	root.AddCommand(newVersionCommand(), newReconcileCommand(), newDiffCommand(), newSyncCommand())
 	return root
 }
 

@@ -175,7 +175,7 @@ func decodeDocument(raw []byte, firstLine int) (*unstructured.Unstructured, erro
 	u := &unstructured.Unstructured{Object: m}
 	gvk := u.GroupVersionKind()
 	if gvk.GroupVersion() != v1.GroupVersion || !slices.Contains(Kinds, gvk.Kind) {
-		return nil, fmt.Errorf("apiVersion %q kind %q is not accepted: a GitSync applies only %s/%s",
+		return nil, fmt.Errorf("apiVersion %q kind %q is not accepted: a GitSync applies only %s kinds %s",
 			u.GetAPIVersion(), u.GetKind(), v1.GroupVersion, strings.Join(Kinds, ", "))
 	}
 	typed, err := newObject(gvk)
