@@ -116,13 +116,26 @@ func (a *Applier) applyManagers(ctx context.Context, obj *unstructured.Unstructu
 	return out, nil
 }
 
-// apiMessage keeps the API server's message (it names the field and
-// value) without the Go error chain around it.
+// apiMessage keeps what the API server says about each field (path,
+// value, rule) and drops what the caller already names: the kind and name
+// it prefixes its message with.
 func apiMessage(err error) error {
-	if status, ok := err.(apierrors.APIStatus); ok && err != nil {
+	status, ok := err.(apierrors.APIStatus)
+	if !ok || err == nil {
+		return err
+	}
+	var fields []string
+	if d := status.Status().Details; d != nil {
+		for _, c := range d.Causes {
+			if c.Field != "" && c.Field != "<nil>" {
+				fields = append(fields, c.Field+": "+c.Message)
+			}
+		}
+	}
+	if len(fields) == 0 {
 		return errors.New(status.Status().Message)
 	}
-	return err
+	return errors.New(strings.Join(fields, "; "))
 }
 
 // Apply writes the declarations stage by stage, each kind after the kinds
