@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/spf13/cobra"
@@ -12,8 +13,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/applier"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/source"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 )
 
@@ -32,17 +35,19 @@ func (e *exitError) Error() string {
 }
 
 func newDiffCommand() *cobra.Command {
-	var path string
+	var src gitOpsSource
 	cmd := &cobra.Command{
-		Use:   "diff --path DIR",
+		Use:   "diff --path DIR | --git URL [--branch B|--tag T|--commit C] [--path P]",
 		Short: "Show what a GitSync of DIR would create and change on the cluster",
 		Long: `Reads the declarations below DIR as a GitSync does (strictly), validates them
 with a server-side dry run, and prints the objects a sync would create and the
-fields it would change. Exit status: 0 no change, 1 changes, 2 error.
+fields it would change. With --git, DIR is --path inside a clone of the
+repository (public, or reachable without credentials). Exit status: 0 no
+change, 1 changes, 2 error.
 Pruning is not shown: a directory has no inventory of earlier syncs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, decls, err := loadValidated(cmd.Context(), path)
+			a, decls, err := loadValidated(cmd.Context(), src)
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
@@ -56,15 +61,15 @@ Pruning is not shown: a directory has no inventory of earlier syncs.`,
 			return nil
 		},
 	}
-	addGitOpsFlags(cmd, &path)
+	src.addFlags(cmd)
 	return cmd
 }
 
 func newSyncCommand() *cobra.Command {
-	var path string
+	var src gitOpsSource
 	var once bool
 	cmd := &cobra.Command{
-		Use:   "sync --once --path DIR",
+		Use:   "sync --once --path DIR | --git URL [--branch B|--tag T|--commit C] [--path P]",
 		Short: "Apply the declarations of DIR once, as a GitSync would, for pipelines",
 		Long: `Reads, validates and applies the declarations below DIR with the GitSync's
 field manager and stages. Nothing is applied unless every declaration is
@@ -74,7 +79,7 @@ valid. Nothing is pruned: a directory has no inventory of earlier syncs.`,
 			if !once {
 				return errors.New("only --once is supported: a continuous sync is a GitSync in the cluster")
 			}
-			a, decls, err := loadValidated(cmd.Context(), path)
+			a, decls, err := loadValidated(cmd.Context(), src)
 			if err != nil {
 				return err
 			}
@@ -88,22 +93,58 @@ valid. Nothing is pruned: a directory has no inventory of earlier syncs.`,
 		},
 	}
 	cmd.Flags().BoolVar(&once, "once", false, "apply once and exit")
-	addGitOpsFlags(cmd, &path)
+	src.addFlags(cmd)
 	return cmd
 }
 
-func addGitOpsFlags(cmd *cobra.Command, path *string) {
-	cmd.Flags().StringVar(path, "path", "", "directory of the declarations (required)")
-	_ = cmd.MarkFlagRequired("path")
-	goFlags := goflagSet()
-	ctrlconfig.RegisterFlags(goFlags) // --kubeconfig
-	cmd.Flags().AddGoFlagSet(goFlags)
+// gitOpsSource is where diff and sync read declarations: a local directory,
+// or a path in a Git repository.
+type gitOpsSource struct {
+	path, url string
+	ref       v1.GitRef
 }
 
-// loadValidated reads the directory and validates it against the cluster
-// exactly as a GitSync sync does before it applies.
-func loadValidated(ctx context.Context, path string) (*applier.Applier, []declarations.Declaration, error) {
-	decls, err := declarations.ReadDir(path, ".")
+func (s *gitOpsSource) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&s.path, "path", "", "directory of the declarations; with --git, the path inside the repository")
+	f.StringVar(&s.url, "git", "", "URL of a Git repository to read the declarations from")
+	f.StringVar(&s.ref.Branch, "branch", "", "with --git: the branch (default main)")
+	f.StringVar(&s.ref.Tag, "tag", "", "with --git: the tag")
+	f.StringVar(&s.ref.Commit, "commit", "", "with --git: the commit")
+	cmd.MarkFlagsMutuallyExclusive("branch", "tag", "commit")
+	goFlags := goflagSet()
+	ctrlconfig.RegisterFlags(goFlags) // --kubeconfig
+	f.AddGoFlagSet(goFlags)
+}
+
+// read returns the declarations, cloning the repository first with --git.
+func (s gitOpsSource) read(ctx context.Context) ([]declarations.Declaration, error) {
+	if s.url == "" {
+		if s.path == "" {
+			return nil, errors.New("set --path DIR, or --git URL")
+		}
+		return declarations.ReadDir(s.path, ".")
+	}
+	parent, err := os.MkdirTemp("", "agentsandbox-git-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(parent)
+	dir, _, err := source.Fetch(ctx, s.url, s.ref, nil, parent)
+	if err != nil {
+		return nil, err
+	}
+	path := s.path
+	if path == "" {
+		path = "./"
+	}
+	return declarations.ReadDir(dir, path)
+}
+
+// loadValidated reads the declarations and validates them against the
+// cluster exactly as a GitSync sync does before it applies.
+func loadValidated(ctx context.Context, src gitOpsSource) (*applier.Applier, []declarations.Declaration, error) {
+	decls, err := src.read(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

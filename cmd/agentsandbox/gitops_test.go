@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/gittest"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 )
 
@@ -87,5 +88,15 @@ func TestDiffAndSyncOnce(t *testing.T) {
 	}
 	if _, code = runCLI(t, "sync", "--path", dir); code != 1 {
 		t.Errorf("sync without --once: exit %d", code)
+	}
+
+	srv := gittest.New(t, "", "")
+	srv.Commit("main", map[string]string{"deploy/pool.yaml": strings.Replace(decl, "node-group: gvisor", "node-group: general", 1)})
+	out, code = runCLI(t, "diff", "--git", srv.URL(), "--branch", "main", "--path", "deploy")
+	if code != 1 || !strings.Contains(out, `spec.nodeSelector.agentsandbox.dev/node-group: "gvisor" → "general"`) {
+		t.Fatalf("diff --git: exit %d, output:\n%s", code, out)
+	}
+	if out, code = runCLI(t, "diff", "--git", srv.URL(), "--branch", "nope"); code != 2 || !strings.Contains(out, `branch "nope" not found`) {
+		t.Fatalf("diff --git of a missing branch: exit %d, output:\n%s", code, out)
 	}
 }
