@@ -337,6 +337,12 @@ func summarize(cs *ssa.ChangeSet) string {
 			parts = append(parts, e.Subject+" "+string(e.Action))
 		}
 	}
+	// An event is for people: a large first sync lists a few and counts
+	// the rest.
+	const shown = 10
+	if len(parts) > shown {
+		return fmt.Sprintf("%s and %d more", strings.Join(parts[:shown], ", "), len(parts)-shown)
+	}
 	return strings.Join(parts, ", ")
 }
 

@@ -510,3 +510,14 @@ func TestForcePushRewind(t *testing.T) {
 		t.Error("pool of the first commit gone after the rewind")
 	}
 }
+
+func TestTimeout(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	srv.Commit("main", map[string]string{"pool.yaml": poolYAML(testcluster.Name("slow"), "")})
+	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.Timeout = metav1.Duration{Duration: time.Millisecond} })
+	got := sync(t, gs)
+	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonFetchFailed, "spec.timeout 1ms exceeded")
+	if len(got.Status.Inventory) != 0 {
+		t.Errorf("inventory after a timed-out sync: %v", got.Status.Inventory)
+	}
+}
