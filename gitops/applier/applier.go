@@ -32,6 +32,24 @@ const FieldManager = "agentsandbox-gitsync"
 // PruneDisabled is the value of v1.AnnotationPrune that keeps an object.
 const PruneDisabled = "disabled"
 
+// LabelGitSync names the GitSync that last applied an object. Prune deletes
+// only objects carrying its own name, so an object moved from one GitSync's
+// repository to another's is not deleted by the first: both share the
+// field manager, and the inventory alone cannot tell.
+const LabelGitSync = "agentsandbox.dev/gitsync"
+
+// SetOwner labels every declaration as applied by the GitSync named owner.
+func SetOwner(decls []declarations.Declaration, owner string) {
+	for _, d := range decls {
+		labels := d.Object.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[LabelGitSync] = owner
+		d.Object.SetLabels(labels)
+	}
+}
+
 // Applier applies declarations with one field manager.
 type Applier struct {
 	client client.Client
@@ -179,8 +197,8 @@ func Inventory(decls []declarations.Declaration) []v1.InventoryEntry {
 
 // Prune deletes the objects of previous that current no longer has, in
 // reverse stage order, except those annotated agentsandbox.dev/prune:
-// disabled.
-func (a *Applier) Prune(ctx context.Context, previous, current []v1.InventoryEntry) (*ssa.ChangeSet, error) {
+// disabled and those another GitSync than owner applied since.
+func (a *Applier) Prune(ctx context.Context, previous, current []v1.InventoryEntry, owner string) (*ssa.ChangeSet, error) {
 	var stale []*unstructured.Unstructured
 	for _, e := range Stale(previous, current) {
 		obj, err := fromID(e)
@@ -196,6 +214,7 @@ func (a *Applier) Prune(ctx context.Context, previous, current []v1.InventoryEnt
 	changes := ssa.NewChangeSet()
 	opts := ssa.DefaultDeleteOptions()
 	opts.Exclusions = map[string]string{v1.AnnotationPrune: PruneDisabled}
+	opts.Inclusions = map[string]string{LabelGitSync: owner}
 	var errs []error
 	for _, obj := range stale {
 		entry, err := a.rm.Delete(ctx, obj, opts)

@@ -228,6 +228,7 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 		return nil, &problem{reason: ReasonBuildFailed, stalled: true,
 			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
+	applier.SetOwner(decls, gs.Name)
 	if err := r.applier.Validate(ctx, decls); err != nil {
 		return nil, &problem{reason: ReasonValidationFailed,
 			message: fmt.Sprintf("revision %s: dry run refused: %v", co.rev, err)}
@@ -249,7 +250,7 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 		return changes, &problem{reason: ReasonApplyFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
 	if prune {
-		pruned, err := r.applier.Prune(ctx, gs.Status.Inventory, inventory)
+		pruned, err := r.applier.Prune(ctx, gs.Status.Inventory, inventory, gs.Name)
 		if pruned != nil {
 			changes.Append(pruned.Entries)
 		}

@@ -521,3 +521,30 @@ func TestTimeout(t *testing.T) {
 		t.Errorf("inventory after a timed-out sync: %v", got.Status.Inventory)
 	}
 }
+
+// TestObjectMovedToAnotherGitSync: an object one GitSync's repository drops
+// and another's now declares is not pruned by the first.
+func TestObjectMovedToAnotherGitSync(t *testing.T) {
+	first, second := gittest.New(t, "", ""), gittest.New(t, "", "")
+	moved, stays := testcluster.Name("moved"), testcluster.Name("stays")
+	first.Commit("main", map[string]string{"moved.yaml": poolYAML(moved, ""), "stays.yaml": poolYAML(stays, "")})
+	a := newGitSync(t, first.URL(), nil)
+	wantReady(t, sync(t, a), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+
+	second.Commit("main", map[string]string{"moved.yaml": poolYAML(moved, "")})
+	b := newGitSync(t, second.URL(), nil)
+	wantReady(t, sync(t, b), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	if p, _ := getPool(t, moved); p == nil || p.Labels[applier.LabelGitSync] != b.Name {
+		t.Fatalf("moved pool not labelled with the second GitSync: %+v", p)
+	}
+
+	first.Commit("main", map[string]string{"stays.yaml": poolYAML(stays, "")})
+	got := sync(t, a)
+	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	if _, ok := getPool(t, moved); !ok {
+		t.Error("the first GitSync pruned a pool the second one now applies")
+	}
+	if len(got.Status.Inventory) != 1 {
+		t.Errorf("first GitSync's inventory: %v", got.Status.Inventory)
+	}
+}
