@@ -48,7 +48,12 @@ const (
 	ReasonValidationFailed = "ValidationFailed"
 	ReasonApplyFailed      = "ApplyFailed"
 	ReasonPruneFailed      = "PruneFailed"
+	ReasonHealthCheck      = "HealthCheckFailed"
 )
+
+// healthInterval is how often a sync looks at what it applied while
+// waiting for it to converge.
+const healthInterval = 500 * time.Millisecond
 
 // DefaultSecretNamespace is where credentials Secrets live when the
 // reconciler's own namespace is not given by POD_NAMESPACE.
@@ -168,7 +173,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if errors.Is(syncCtx.Err(), context.DeadlineExceeded) {
 			p.message += fmt.Sprintf(" (spec.timeout %s exceeded)", timeout)
 		}
-		if gs.Status.LastAppliedRevision != "" {
+		if gs.Status.LastAppliedRevision != "" && p.reason != ReasonHealthCheck {
 			p.message += "; the cluster keeps revision " + gs.Status.LastAppliedRevision
 		}
 		conditions.MarkFalse(gs, v1.ReadyCondition, p.reason, "%s", p.message)
@@ -209,8 +214,9 @@ type problem struct {
 	stalled         bool
 }
 
-// sync fetches, reads, validates, applies and prunes, in that order, and
-// stops at the first step that fails, so a bad revision writes nothing.
+// sync fetches, reads, validates, applies, prunes and waits for health, in
+// that order, and stops at the first step that fails, so a bad revision
+// writes nothing.
 func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, *problem) {
 	auth, err := r.auth(ctx, gs)
 	if err != nil {
@@ -261,6 +267,9 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 	}
 	gs.Status.Inventory = inventory
 	gs.Status.LastAppliedRevision = string(co.rev)
+	if err := r.applier.WaitHealthy(ctx, decls, healthInterval); err != nil {
+		return changes, &problem{reason: ReasonHealthCheck, message: fmt.Sprintf("revision %s applied, but %v", co.rev, err)}
+	}
 	return changes, nil
 }
 

@@ -548,3 +548,46 @@ func TestObjectMovedToAnotherGitSync(t *testing.T) {
 		t.Errorf("first GitSync's inventory: %v", got.Status.Inventory)
 	}
 }
+
+// TestHealthWait: a sync is Ready only once what it applied converged: a
+// warm pool with all replicas ready, nothing Stalled. The test plays the
+// controllers' part by writing their status.
+func TestHealthWait(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	tpl, pool := testcluster.Name("ht"), testcluster.Name("hp")
+	commit := srv.Commit("main", map[string]string{
+		"template.yaml": fmt.Sprintf("apiVersion: agentsandbox.dev/v1alpha1\nkind: SandboxTemplate\nmetadata:\n  name: %s\nspec:\n  image: python:3.12\n", tpl),
+		"pool.yaml":     fmt.Sprintf("apiVersion: agentsandbox.dev/v1alpha1\nkind: WarmPool\nmetadata:\n  name: %s\nspec:\n  templateRef:\n    name: %s\n  replicas: 2\n", pool, tpl),
+	})
+	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.Timeout = metav1.Duration{Duration: 2 * time.Second} })
+	got := sync(t, gs)
+	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonHealthCheck,
+		"revision main@sha1:"+commit+" applied", `WarmPool "`+pool+`": 0 of 2 replicas ready`, "spec.timeout 2s exceeded")
+	if got.Status.LastAppliedRevision != "main@sha1:"+commit || len(got.Status.Inventory) != 2 {
+		t.Errorf("an applied but unhealthy revision: %+v", got.Status)
+	}
+
+	c := testcluster.Get(t).Client
+	wp := &v1.WarmPool{}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: pool}, wp); err != nil {
+		t.Fatal(err)
+	}
+	wp.Status = v1.WarmPoolStatus{ObservedGeneration: wp.Generation, Replicas: 2, ReadyReplicas: 2}
+	if err := c.Status().Update(context.Background(), wp); err != nil {
+		t.Fatal(err)
+	}
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+
+	tp := getTemplate(t, tpl)
+	conditions.MarkStalled(tp, "InvalidImage", "image python:3.12 cannot be pulled")
+	tp.Status.ObservedGeneration = tp.Generation
+	if err := c.Status().Update(context.Background(), tp); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	wantReady(t, sync(t, gs), metav1.ConditionFalse, gitsync.ReasonHealthCheck,
+		"template.yaml, document 1", `SandboxTemplate "`+tpl+`" failed: image python:3.12 cannot be pulled`)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("a Stalled object was waited on for %s", d)
+	}
+}
