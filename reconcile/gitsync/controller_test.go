@@ -3,6 +3,8 @@ package gitsync_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -589,5 +592,66 @@ func TestHealthWait(t *testing.T) {
 		"template.yaml, document 1", `SandboxTemplate "`+tpl+`" failed: image python:3.12 cannot be pulled`)
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("a Stalled object was waited on for %s", d)
+	}
+}
+
+// TestExamplesGitOps syncs examples/gitops as a repository and checks that
+// every object ends up exactly as a plain create of the same manifest
+// would make it (provider/acc_examples_test.go proves the Terraform
+// examples make the same objects as that create): the GitSync adds or
+// drops nothing.
+func TestExamplesGitOps(t *testing.T) {
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(root, "examples", "gitops", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("examples/gitops: %v", err)
+	}
+	c := testcluster.Get(t).Client
+	repo := map[string]string{}
+	want := map[string]any{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		repo[filepath.Base(f)] = string(data)
+		objs, err := testcluster.ReadManifests(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(o), o.DeepCopy()); err == nil {
+				t.Fatalf("%s %s from examples/gitops already exists on the cluster; remove it first", o.GetKind(), o.GetName())
+			}
+			created := o.DeepCopy()
+			if err := c.Create(context.Background(), created, client.DryRunAll); err != nil {
+				t.Fatalf("dry-run create of %s %s: %v", o.GetKind(), o.GetName(), err)
+			}
+			want[o.GetKind()+"/"+o.GetName()] = created.Object["spec"]
+		}
+	}
+	srv := gittest.New(t, "", "")
+	srv.Commit("main", repo)
+	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.Timeout = metav1.Duration{Duration: 2 * time.Second} })
+	got := sync(t, gs)
+	// No warm pool controller runs here, so the pool never fills: the
+	// objects are applied, the health wait says what it waited for.
+	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonHealthCheck, "applied", "0 of 3 replicas ready")
+	if len(got.Status.Inventory) != len(want) {
+		t.Errorf("inventory %v, want %d objects", got.Status.Inventory, len(want))
+	}
+	for key, spec := range want {
+		kind, name, _ := strings.Cut(key, "/")
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(v1.GroupVersion.WithKind(kind))
+		if err := c.Get(context.Background(), client.ObjectKey{Name: name}, live); err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		if diff := cmp.Diff(spec, live.Object["spec"]); diff != "" {
+			t.Errorf("%s: GitSync and a plain create differ (-create +gitsync):\n%s", key, diff)
+		}
 	}
 }
