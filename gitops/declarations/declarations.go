@@ -16,7 +16,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -56,7 +55,10 @@ func ReadDir(root, path string) ([]Declaration, error) {
 	if rel, err := filepath.Rel(root, dir); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return nil, fmt.Errorf("path %q is outside the repository", path)
 	}
-	info, err := os.Stat(dir)
+	// Lstat: a path that is a symbolic link could point out of the
+	// checkout, and would otherwise read as an empty directory, which
+	// prunes everything.
+	info, err := os.Lstat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("path %q: not found in the repository", path)
 	}
@@ -178,7 +180,7 @@ func decodeDocument(raw []byte, firstLine int) (*unstructured.Unstructured, erro
 		return nil, fmt.Errorf("apiVersion %q kind %q is not accepted: a GitSync applies only %s kinds %s",
 			u.GetAPIVersion(), u.GetKind(), v1.GroupVersion, strings.Join(Kinds, ", "))
 	}
-	typed, err := newObject(gvk)
+	typed, err := scheme.New(gvk)
 	if err != nil {
 		return nil, err
 	}
@@ -213,5 +215,3 @@ var scheme = func() *runtime.Scheme {
 	}
 	return s
 }()
-
-func newObject(gvk schema.GroupVersionKind) (runtime.Object, error) { return scheme.New(gvk) }

@@ -109,6 +109,21 @@ func TestReadDir(t *testing.T) {
 	if _, err := ReadDir(root, "../etc"); err == nil || !strings.Contains(err.Error(), "outside the repository") {
 		t.Errorf("escaping path: %v", err)
 	}
+	if err := os.Symlink(t.TempDir(), filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadDir(root, "link"); err == nil || !strings.Contains(err.Error(), `path "link" is not a directory`) {
+		t.Errorf("path that is a symbolic link: %v", err)
+	}
+	if err := os.Remove(filepath.Join(root, "deploy", "c.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc/hostname", filepath.Join(root, "deploy", "z.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadDir(root, "deploy"); err == nil || !strings.Contains(err.Error(), "z.yaml: symbolic links are not followed") {
+		t.Errorf("file that is a symbolic link: %v", err)
+	}
 }
 
 // FuzzDecode: no input makes the decoder panic, and whatever it accepts is

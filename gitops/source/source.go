@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
@@ -22,12 +21,6 @@ import (
 // Revision names a commit the way Flux does: "<branch>@sha1:<hash>",
 // "<tag>@sha1:<hash>", or "sha1:<hash>" for a pinned commit.
 type Revision string
-
-// Hash is the commit hash of the revision.
-func (r Revision) Hash() string {
-	_, h, _ := strings.Cut(string(r), "sha1:")
-	return h
-}
 
 // Resolve asks the remote which commit ref points at, without cloning. A
 // pinned commit resolves to itself: Git servers do not list commits.
@@ -60,10 +53,10 @@ func Resolve(ctx context.Context, url string, ref v1.GitRef, auth transport.Auth
 	return Revision(label + "@sha1:" + hash), nil
 }
 
-// Clone checks out ref into dir, which must not exist yet or be empty, and
+// clone checks out ref into dir, which must not exist yet or be empty, and
 // returns the revision checked out. Branches and tags are cloned with depth
 // 1; a commit needs the history that contains it, so it is a full clone.
-func Clone(ctx context.Context, url string, ref v1.GitRef, auth transport.AuthMethod, dir string) (Revision, error) {
+func clone(ctx context.Context, url string, ref v1.GitRef, auth transport.AuthMethod, dir string) (Revision, error) {
 	opts := &git.CloneOptions{URL: url, Auth: auth, Tags: git.NoTags, NoCheckout: ref.Commit != ""}
 	if ref.Commit == "" {
 		name, _ := refName(ref)
@@ -102,7 +95,7 @@ func Fetch(ctx context.Context, url string, ref v1.GitRef, auth transport.AuthMe
 	if err != nil {
 		return "", "", err
 	}
-	rev, err = Clone(ctx, url, ref, auth, dir)
+	rev, err = clone(ctx, url, ref, auth, dir)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return "", "", err

@@ -134,7 +134,7 @@ func TestSSH(t *testing.T) {
 	if err != nil || rev != Revision("main@sha1:"+commit) {
 		t.Fatalf("Resolve over SSH = %s, %v", rev, err)
 	}
-	if _, rev, err := Fetch(ctx, url, v1.GitRef{Branch: "main"}, auth, t.TempDir()); err != nil || rev.Hash() != commit {
+	if _, rev, err := Fetch(ctx, url, v1.GitRef{Branch: "main"}, auth, t.TempDir()); err != nil || rev != Revision("main@sha1:"+commit) {
 		t.Fatalf("Fetch over SSH = %s, %v", rev, err)
 	}
 
