@@ -55,12 +55,22 @@ func ReadDir(root, path string) ([]Declaration, error) {
 	if rel, err := filepath.Rel(root, dir); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return nil, fmt.Errorf("path %q is outside the repository", path)
 	}
-	// Lstat: a path that is a symbolic link could point out of the
-	// checkout, and would otherwise read as an empty directory, which
-	// prunes everything.
-	info, err := os.Lstat(dir)
+	// A path through a symbolic link could lead out of the checkout, or
+	// read as an empty directory, which prunes everything: refused.
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil, err
+	}
+	realDir, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return nil, fmt.Errorf("path %q: not found in the repository", path)
+	}
+	if rel, _ := filepath.Rel(root, dir); realDir != filepath.Join(realRoot, rel) {
+		return nil, fmt.Errorf("path %q goes through a symbolic link, which is not followed", path)
+	}
+	info, err := os.Stat(dir)
+	if err != nil {
+		return nil, err
 	}
 	if !info.IsDir() {
 		return nil, fmt.Errorf("path %q is not a directory", path)

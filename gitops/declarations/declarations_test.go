@@ -112,8 +112,13 @@ func TestReadDir(t *testing.T) {
 	if err := os.Symlink(t.TempDir(), filepath.Join(root, "link")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadDir(root, "link"); err == nil || !strings.Contains(err.Error(), `path "link" is not a directory`) {
-		t.Errorf("path that is a symbolic link: %v", err)
+	for _, p := range []string{"link", "link/sub"} {
+		if err := os.MkdirAll(filepath.Join(root, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ReadDir(root, p); err == nil || !strings.Contains(err.Error(), `goes through a symbolic link`) {
+			t.Errorf("path %s through a symbolic link: %v", p, err)
+		}
 	}
 	if err := os.Remove(filepath.Join(root, "deploy", "c.yaml")); err != nil {
 		t.Fatal(err)
