@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -28,6 +29,8 @@ type Server struct {
 
 	mu  sync.Mutex
 	srv *http.Server
+	// refuseFetch makes pack requests fail while ref listings still work.
+	refuseFetch atomic.Bool
 }
 
 // New creates an empty repository whose default branch is main and starts
@@ -97,6 +100,10 @@ func (s *Server) Tag(name string) {
 	s.git(s.work, "push", "-q", "-f", "origin", name)
 }
 
+// RefuseFetches makes clones and fetches fail while ls-remote still
+// answers, so a test can tell whether a client cloned.
+func (s *Server) RefuseFetches(refuse bool) { s.refuseFetch.Store(refuse) }
+
 // Stop closes the listener: clients get connection refused until Start.
 func (s *Server) Stop() {
 	s.mu.Lock()
@@ -131,6 +138,10 @@ func (s *Server) serve(l net.Listener) {
 				http.Error(w, "unauthorized", http.StatusUnauthorized)
 				return
 			}
+		}
+		if s.refuseFetch.Load() && r.Method == http.MethodPost {
+			http.Error(w, "fetches refused by the test", http.StatusServiceUnavailable)
+			return
 		}
 		backend.ServeHTTP(w, r)
 	})

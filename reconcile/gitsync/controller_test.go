@@ -655,3 +655,21 @@ func TestExamplesGitOps(t *testing.T) {
 		}
 	}
 }
+
+// TestUnchangedRevisionIsNotCloned: when ls-remote shows the revision
+// already checked out, the sync re-applies it without cloning; a new
+// revision is cloned.
+func TestUnchangedRevisionIsNotCloned(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	pool := testcluster.Name("noclone")
+	c1 := srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "")})
+	gs := newGitSync(t, srv.URL(), nil)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+
+	srv.RefuseFetches(true)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c1)
+	c2 := srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "  labels:\n    team: z\n")})
+	wantReady(t, sync(t, gs), metav1.ConditionFalse, gitsync.ReasonFetchFailed, "failed to clone", "the cluster keeps revision main@sha1:"+c1)
+	srv.RefuseFetches(false)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c2)
+}
