@@ -196,7 +196,7 @@ func decodeDocument(raw []byte, firstLine int) (*unstructured.Unstructured, erro
 	}
 	strictErrs, err := sigsjson.UnmarshalStrict(js, typed)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", gvk.Kind, err)
+		return nil, fmt.Errorf("%s: %s", gvk.Kind, withLine(raw, firstLine, err.Error()))
 	}
 	if len(strictErrs) > 0 {
 		msgs := make([]string, len(strictErrs))

@@ -28,7 +28,7 @@ var brokenInputs = []struct {
 		[]string{"line 15", `unknown field "spec.taints[0].efect"`}},
 	{"duplicate field", "apiVersion: agentsandbox.dev/v1alpha1\nkind: NodePool\nmetadata:\n  name: x\nspec:\n  runtimeHandler: a\n  runtimeHandler: b\n",
 		[]string{"line 14", `"runtimeHandler" already defined at line 13`}},
-	{"wrong type", "apiVersion: agentsandbox.dev/v1alpha1\nkind: WarmPool\nmetadata:\n  name: x\nspec:\n  replicas: three\n", []string{"WarmPool", "replicas"}},
+	{"wrong type", "apiVersion: agentsandbox.dev/v1alpha1\nkind: WarmPool\nmetadata:\n  name: x\nspec:\n  replicas: three\n", []string{"WarmPool", "line 13", "spec.replicas"}},
 	{"unknown kind", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n", []string{`kind "ConfigMap" is not accepted`}},
 	{"unknown kind of the group", "apiVersion: agentsandbox.dev/v1alpha1\nkind: Widget\nmetadata:\n  name: x\n", []string{`kind "Widget" is not accepted`}},
 	{"namespaced", "apiVersion: agentsandbox.dev/v1alpha1\nkind: NodePool\nmetadata:\n  name: x\n  namespace: default\n", []string{"metadata.namespace must be unset"}},

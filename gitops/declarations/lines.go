@@ -9,9 +9,10 @@ import (
 	yamlv3 "go.yaml.in/yaml/v3"
 )
 
-// fieldInError finds the field path a strict decoding error quotes, e.g.
-// spec.replicas in `unknown field "spec.replicas"`.
-var fieldInError = regexp.MustCompile(`field "([^"]+)"`)
+// fieldInError finds the field path a decoding error names: quoted in
+// strict errors (`unknown field "spec.replicas"`), after the Go type in
+// type errors (`Go struct field WarmPoolSpec.spec.replicas of type int32`).
+var fieldInError = regexp.MustCompile(`field "([^"]+)"|Go struct field [A-Za-z0-9]+\.(\S+) of type`)
 
 // withLine appends the line of the field a strict decoding error names:
 // the JSON decoder works on YAML converted to JSON, which has no lines, so
@@ -25,7 +26,8 @@ func withLine(doc []byte, firstLine int, msg string) string {
 	if err := yamlv3.Unmarshal(doc, &root); err != nil || len(root.Content) == 0 {
 		return msg
 	}
-	if line := lineOf(root.Content[0], m[1]); line > 0 {
+	path := m[1] + m[2]
+	if line := lineOf(root.Content[0], path); line > 0 {
 		return fmt.Sprintf("line %d: %s", firstLine+line-1, msg)
 	}
 	return msg
