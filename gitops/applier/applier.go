@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/fluxcd/pkg/ssa"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -59,7 +60,9 @@ type Applier struct {
 // New returns an Applier writing through c.
 func New(c client.Client) *Applier {
 	// No status poller: the applier does not wait for health.
-	return &Applier{client: c, rm: ssa.NewResourceManager(c, nil, ssa.Owner{Field: FieldManager, Group: v1.GroupVersion.Group})}
+	rm := ssa.NewResourceManager(c, nil, ssa.Owner{Field: FieldManager, Group: v1.GroupVersion.Group})
+	rm.SetConcurrency(concurrency)
+	return &Applier{client: c, rm: rm}
 }
 
 // Validate dry-runs every declaration through the API server, so schema,
@@ -69,14 +72,27 @@ func New(c client.Client) *Applier {
 // owned through plain updates (kubectl edit) are taken back, which is how
 // a hand edit gets reverted. All errors are returned, joined.
 func (a *Applier) Validate(ctx context.Context, decls []declarations.Declaration) error {
-	var errs []error
-	for _, d := range decls {
-		if err := a.validate(ctx, d); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %s %q: %w", d.Where(), d.Object.GetKind(), d.Object.GetName(), err))
-		}
+	errs := make([]error, len(decls))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, concurrency)
+	for i, d := range decls {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			if err := a.validate(ctx, d); err != nil {
+				errs[i] = fmt.Errorf("%s: %s %q: %w", d.Where(), d.Object.GetKind(), d.Object.GetName(), err)
+			}
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// concurrency is how many objects are dry-run or compared at once: one
+// request at a time leaves a sync of a thousand objects waiting on round
+// trips, not on the API server.
+const concurrency = 8
 
 func (a *Applier) validate(ctx context.Context, d declarations.Declaration) error {
 	err := a.dryRun(ctx, d.Object, false)

@@ -43,7 +43,7 @@ func templateYAML(name, pool, image string) string {
 
 // newGitSync creates a GitSync of the repository that only syncs when a
 // test asks (interval 1h), and removes it and what it applied afterwards.
-func newGitSync(t *testing.T, url string, mutate func(*v1.GitSync)) *v1.GitSync {
+func newGitSync(t testing.TB, url string, mutate func(*v1.GitSync)) *v1.GitSync {
 	t.Helper()
 	c := testcluster.Get(t).Client
 	gs := &v1.GitSync{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("gs")}, Spec: v1.GitSyncSpec{
@@ -77,7 +77,7 @@ var requests atomic.Int64
 
 // sync asks for an immediate sync and returns the GitSync once the
 // controller handled the request.
-func sync(t *testing.T, gs *v1.GitSync) *v1.GitSync {
+func sync(t testing.TB, gs *v1.GitSync) *v1.GitSync {
 	t.Helper()
 	c := testcluster.Get(t).Client
 	token := strconv.FormatInt(time.Now().UnixNano()+requests.Add(1), 10)
@@ -96,7 +96,7 @@ func sync(t *testing.T, gs *v1.GitSync) *v1.GitSync {
 	return waitHandled(t, gs, token)
 }
 
-func waitHandled(t *testing.T, gs *v1.GitSync, token string) *v1.GitSync {
+func waitHandled(t testing.TB, gs *v1.GitSync, token string) *v1.GitSync {
 	t.Helper()
 	c := testcluster.Get(t).Client
 	got := &v1.GitSync{}
