@@ -3,6 +3,7 @@ package reconcile
 import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/gitsync"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/nodepool"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/template"
@@ -21,6 +22,9 @@ func SetupControllers(mgr ctrl.Manager) error {
 		return err
 	}
 	if err := warmpool.NewReconciler(mgr).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := gitsync.NewReconciler(mgr).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return sandbox.RegisterPhaseMetric(mgr)

@@ -37,12 +37,6 @@ func (f *clientFlags) client() (*sandboxclient.Client, error) {
 	return sandboxclient.NewFromKubeconfig(f.kubeconfig, f.context)
 }
 
-// exitCodeError ends the process with a command's exit code, silently: the
-// command has said what it had to on its own stderr.
-type exitCodeError struct{ code int }
-
-func (e exitCodeError) Error() string { return fmt.Sprintf("exit code %d", e.code) }
-
 // outputFlag is -o for the commands that print sandboxes.
 type outputFlag struct{ format string }
 

@@ -73,7 +73,7 @@ func newExecCommand() *cobra.Command {
 				return err
 			}
 			if code != 0 {
-				return exitCodeError{code}
+				return &exitError{code: code}
 			}
 			return nil
 		},

@@ -1,6 +1,7 @@
-// Command agentsandbox runs the reconciler (`agentsandbox reconcile`) and
-// the everyday sandbox commands (claim, exec, run, cp, port-forward, ...),
-// which are built on the sandboxclient package.
+// Command agentsandbox runs the reconciler (`agentsandbox reconcile`), the
+// GitOps commands for pipelines (diff, sync) and the everyday sandbox
+// commands (claim, exec, run, cp, port-forward, ...), which are built on the
+// sandboxclient package.
 package main
 
 import (
@@ -16,12 +17,15 @@ import (
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
-		var exit exitCodeError
+		code := 1
+		var exit *exitError
 		if errors.As(err, &exit) {
-			os.Exit(exit.code)
+			code = exit.code
 		}
-		fmt.Fprintln(os.Stderr, "Error:", err)
-		os.Exit(1)
+		if err.Error() != "" {
+			fmt.Fprintln(os.Stderr, "Error:", err)
+		}
+		os.Exit(code)
 	}
 }
 
@@ -32,7 +36,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newVersionCommand(), newReconcileCommand(),
+	root.AddCommand(newVersionCommand(), newReconcileCommand(), newDiffCommand(), newSyncCommand(),
 		newClaimCommand(), newListCommand(), newGetCommand(), newExecCommand(), newRunCommand(), newCpCommand(),
 		newPortForwardCommand(), newLogsCommand(), newStateCommand(v1alpha1.SandboxStopped),
 		newStateCommand(v1alpha1.SandboxRunning), newDeleteCommand())

@@ -49,7 +49,7 @@ happens: the command fails, the wait fails, or the run is interrupted
 				defer deleteAfterRun(cmd, c, sbx.Name, quiet)
 			}
 			if code, interrupted := caught(); interrupted {
-				return exitCodeError{code}
+				return &exitError{code: code}
 			}
 			if err != nil {
 				return err
@@ -59,13 +59,13 @@ happens: the command fails, the wait fails, or the run is interrupted
 			}
 			code, err := streams.run(ctx, cmd, c, sbx.Name, command)
 			if signalCode, interrupted := caught(); interrupted {
-				return exitCodeError{signalCode}
+				return &exitError{code: signalCode}
 			}
 			if err != nil {
 				return err
 			}
 			if code != 0 {
-				return exitCodeError{code}
+				return &exitError{code: code}
 			}
 			return nil
 		},

@@ -1,0 +1,95 @@
+package applier
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
+)
+
+// WaitHealthy polls the declared objects every interval until each has
+// converged, and returns an error naming the objects still waiting when ctx
+// ends. An object that failed (Stalled) ends the wait at once: waiting
+// longer cannot help.
+//
+// Converged is kstatus's Current (the controller observed the generation
+// and reports Ready, or reports nothing), and for a warm pool also
+// readyReplicas == replicas, which kstatus cannot know. An object whose
+// controller has not written any status yet counts as converged, as in
+// kstatus.
+func (a *Applier) WaitHealthy(ctx context.Context, decls []declarations.Declaration, interval time.Duration) error {
+	pending := slices.Clone(decls)
+	for {
+		var waiting []string
+		next := pending[:0]
+		for i, d := range pending {
+			live := &unstructured.Unstructured{}
+			live.SetGroupVersionKind(d.Object.GroupVersionKind())
+			if err := a.client.Get(ctx, client.ObjectKeyFromObject(d.Object), live); err != nil {
+				if ctx.Err() != nil {
+					return fmt.Errorf("not healthy in time: %s", strings.Join(append(waiting, unchecked(pending[i:])...), "; "))
+				}
+				return fmt.Errorf("%s: %s %q: %w", d.Where(), d.Object.GetKind(), d.Object.GetName(), err)
+			}
+			ok, failed, why := health(live)
+			if failed {
+				return fmt.Errorf("%s: %s %q failed: %s", d.Where(), d.Object.GetKind(), d.Object.GetName(), why)
+			}
+			if !ok {
+				next = append(next, d)
+				waiting = append(waiting, fmt.Sprintf("%s %q: %s", d.Object.GetKind(), d.Object.GetName(), why))
+			}
+		}
+		pending = next
+		if len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not healthy in time: %s", strings.Join(waiting, "; "))
+		case <-time.After(interval):
+		}
+	}
+}
+
+// unchecked names the objects a wait ended before looking at.
+func unchecked(decls []declarations.Declaration) []string {
+	out := make([]string, len(decls))
+	for i, d := range decls {
+		out[i] = fmt.Sprintf("%s %q: not checked yet", d.Object.GetKind(), d.Object.GetName())
+	}
+	return out
+}
+
+// health says whether a live object has converged, or failed, and why not.
+func health(live *unstructured.Unstructured) (ok, failed bool, why string) {
+	res, err := kstatus.Compute(live)
+	if err != nil {
+		return false, false, err.Error()
+	}
+	switch res.Status {
+	case kstatus.FailedStatus:
+		return false, true, res.Message
+	case kstatus.CurrentStatus:
+	default:
+		return false, false, res.Message
+	}
+	if live.GetKind() == "WarmPool" {
+		replicas, found, _ := unstructured.NestedInt64(live.Object, "spec", "replicas")
+		if !found {
+			replicas = 1 // the CRD default
+		}
+		ready, _, _ := unstructured.NestedInt64(live.Object, "status", "readyReplicas")
+		if ready != replicas {
+			return false, false, fmt.Sprintf("%d of %d replicas ready", ready, replicas)
+		}
+	}
+	return true, false, ""
+}

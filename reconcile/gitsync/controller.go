@@ -1,0 +1,394 @@
+// Package gitsync is the GitSync controller: on every interval (or when
+// asked through the reconcile-requested-at annotation) it resolves the
+// GitSync's ref, fetches that revision when it is new, reads and validates
+// the declarations, and only then applies them and prunes what the revision
+// no longer declares. A revision that fails to fetch, decode or validate
+// changes nothing on the cluster.
+package gitsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/fluxcd/pkg/runtime/patch"
+	"github.com/fluxcd/pkg/ssa"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/applier"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/source"
+)
+
+// Reasons of the Ready condition.
+const (
+	ReasonSucceeded        = "ReconciliationSucceeded"
+	ReasonProgressing      = "Progressing"
+	ReasonAuthFailed       = "AuthenticationFailed"
+	ReasonFetchFailed      = "FetchFailed"
+	ReasonBuildFailed      = "BuildFailed"
+	ReasonValidationFailed = "ValidationFailed"
+	ReasonApplyFailed      = "ApplyFailed"
+	ReasonPruneFailed      = "PruneFailed"
+	ReasonHealthCheck      = "HealthCheckFailed"
+)
+
+// healthInterval is how often a sync looks at what it applied while
+// waiting for it to converge.
+const healthInterval = 500 * time.Millisecond
+
+// DefaultSecretNamespace is where credentials Secrets live when the
+// reconciler's own namespace is not given by POD_NAMESPACE.
+const DefaultSecretNamespace = "agentsandbox-system"
+
+// Reconciler reconciles GitSyncs.
+type Reconciler struct {
+	client.Client
+	// secrets reads the credentials Secret directly: a cache would need
+	// list and watch on every Secret, and this controller may only get the
+	// Secrets of its own namespace.
+	secrets   client.Reader
+	recorder  recorder.EventRecorder
+	applier   *applier.Applier
+	namespace string
+	workDir   string
+
+	mu sync.Mutex
+	// checkouts keeps the last checkout of each GitSync, so a sync whose
+	// ls-remote shows an unchanged revision re-applies it without cloning.
+	checkouts map[types.UID]checkout
+}
+
+type checkout struct {
+	dir string
+	rev source.Revision
+}
+
+// NewReconciler returns a Reconciler using the manager's clients; Secrets
+// are read from POD_NAMESPACE, by default agentsandbox-system.
+func NewReconciler(mgr ctrl.Manager) *Reconciler {
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = DefaultSecretNamespace
+	}
+	return &Reconciler{
+		Client:    mgr.GetClient(),
+		secrets:   mgr.GetAPIReader(),
+		recorder:  mgr.GetEventRecorder("gitsync-controller"),
+		applier:   applier.New(mgr.GetClient()),
+		namespace: ns,
+		workDir:   filepath.Join(os.TempDir(), "agentsandbox-gitsync"),
+		checkouts: map[types.UID]checkout{},
+	}
+}
+
+// SetupWithManager watches GitSyncs for spec changes and sync requests;
+// the interval is a RequeueAfter.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := os.MkdirAll(r.workDir, 0o700); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.GitSync{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, requestedPredicate))).
+		// A sync can take up to its timeout (a slow Git server, a health
+		// wait): one must not hold up the others.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Complete(r)
+}
+
+// requestedPredicate passes updates that change the reconcile-requested-at
+// annotation.
+var requestedPredicate = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return e.ObjectOld.GetAnnotations()[v1.AnnotationReconcileRequestedAt] != e.ObjectNew.GetAnnotations()[v1.AnnotationReconcileRequestedAt]
+}}
+
+// +kubebuilder:rbac:groups=agentsandbox.dev,resources=gitsyncs,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=agentsandbox.dev,resources=gitsyncs/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=agentsandbox.dev,resources=nodepools;sandboxtemplates;warmpools;sandboxes,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",namespace=agentsandbox-system,resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile runs one sync of a GitSync and schedules the next.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	gs := &v1.GitSync{}
+	if err := r.Get(ctx, req.NamespacedName, gs); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forgetCheckouts(ctx)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	patcher := patch.NewSerialPatcher(gs, r.Client)
+	defer func() {
+		err := kerrors.FilterOut(patcher.Patch(ctx, gs, patch.WithOwnedConditions{Conditions: []string{
+			v1.ReadyCondition, v1.ReconcilingCondition, v1.StalledCondition,
+		}}, patch.WithStatusObservedGeneration{}), apierrors.IsNotFound)
+		if err != nil && retErr == nil {
+			retErr = fmt.Errorf("failed to patch status: %w", err)
+		}
+	}()
+	if gs.Spec.Suspend {
+		// Nothing is synced, deleted or rescheduled until resumed; the
+		// conditions keep describing the last sync.
+		markHandled(gs)
+		return ctrl.Result{}, nil
+	}
+
+	wasReady := conditions.IsTrue(gs, v1.ReadyCondition)
+	previousMessage := conditions.GetMessage(gs, v1.ReadyCondition)
+	if gs.Status.ObservedGeneration != gs.Generation {
+		// A new spec: say so before the (possibly slow) fetch.
+		conditions.MarkReconciling(gs, ReasonProgressing, "syncing generation %d", gs.Generation)
+		conditions.MarkUnknown(gs, v1.ReadyCondition, ReasonProgressing, "syncing generation %d", gs.Generation)
+		if err := patcher.Patch(ctx, gs); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+
+	// Only the final status says a request was handled, not the
+	// progress report above.
+	markHandled(gs)
+	timeout := durationOr(gs.Spec.Timeout.Duration, 2*time.Minute)
+	syncCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	changes, p := r.sync(syncCtx, gs)
+	conditions.Delete(gs, v1.ReconcilingCondition)
+	if p != nil {
+		observeSync(gs.Name, p.reason, start)
+		if errors.Is(syncCtx.Err(), context.DeadlineExceeded) {
+			p.message += fmt.Sprintf(" (spec.timeout %s exceeded)", timeout)
+		}
+		if gs.Status.LastAppliedRevision != "" && p.reason != ReasonHealthCheck {
+			p.message += "; the cluster keeps revision " + gs.Status.LastAppliedRevision
+		}
+		conditions.MarkFalse(gs, v1.ReadyCondition, p.reason, "%s", p.message)
+		if p.stalled {
+			conditions.MarkStalled(gs, p.reason, "%s", p.message)
+		} else {
+			conditions.Delete(gs, v1.StalledCondition)
+		}
+		if wasReady || previousMessage != p.message {
+			r.recorder.Eventf(gs, nil, corev1.EventTypeWarning, p.reason, "Sync", "%s", p.message)
+		}
+	} else {
+		observeSync(gs.Name, "success", start)
+		summary := summarize(changes)
+		conditions.MarkTrue(gs, v1.ReadyCondition, ReasonSucceeded, "applied revision %s", gs.Status.LastAppliedRevision)
+		conditions.Delete(gs, v1.StalledCondition)
+		switch {
+		case summary != "":
+			r.recorder.Eventf(gs, nil, corev1.EventTypeNormal, ReasonSucceeded, "Sync", "revision %s: %s", gs.Status.LastAppliedRevision, summary)
+		case !wasReady:
+			r.recorder.Eventf(gs, nil, corev1.EventTypeNormal, ReasonSucceeded, "Sync", "revision %s applied; the cluster is in sync", gs.Status.LastAppliedRevision)
+		}
+	}
+	return ctrl.Result{RequeueAfter: jitter(durationOr(gs.Spec.Interval.Duration, 5*time.Minute))}, nil
+}
+
+// markHandled records the sync request being acted on.
+func markHandled(gs *v1.GitSync) {
+	if v, ok := gs.Annotations[v1.AnnotationReconcileRequestedAt]; ok {
+		gs.Status.LastHandledReconcileAt = v
+	}
+}
+
+// problem is why a sync failed; stalled when retrying the same revision
+// cannot succeed.
+type problem struct {
+	reason, message string
+	stalled         bool
+}
+
+// sync fetches, reads, validates, applies, prunes and waits for health, in
+// that order, and stops at the first step that fails, so a bad revision
+// writes nothing.
+func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, *problem) {
+	auth, err := r.auth(ctx, gs)
+	if err != nil {
+		return nil, &problem{reason: ReasonAuthFailed, message: err.Error()}
+	}
+	co, err := r.fetch(ctx, gs, auth)
+	if err != nil {
+		return nil, &problem{reason: ReasonFetchFailed, message: err.Error()}
+	}
+	gs.Status.LastFetchedRevision = string(co.rev)
+	gs.Status.LastAttemptedRevision = string(co.rev)
+
+	decls, err := declarations.ReadDir(co.dir, pathOr(gs.Spec.Path))
+	if err != nil {
+		return nil, &problem{reason: ReasonBuildFailed, stalled: true,
+			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
+	}
+	applier.SetOwner(decls, gs.Name)
+	if err := r.applier.Validate(ctx, decls); err != nil {
+		return nil, &problem{reason: ReasonValidationFailed,
+			message: fmt.Sprintf("revision %s: dry run refused: %v", co.rev, err)}
+	}
+	inventory := applier.Inventory(decls)
+	prune := gs.Spec.Prune == nil || *gs.Spec.Prune
+	var pruning []v1.InventoryEntry
+	if prune {
+		pruning = applier.Stale(gs.Status.Inventory, inventory)
+	}
+	if err := r.applier.CheckReferences(ctx, decls, pruning); err != nil {
+		return nil, &problem{reason: ReasonValidationFailed,
+			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
+	}
+	changes, err := r.applier.Apply(ctx, decls)
+	if err != nil {
+		// Whatever was applied is recorded, so a later revision prunes it.
+		gs.Status.Inventory = union(gs.Status.Inventory, inventory)
+		return changes, &problem{reason: ReasonApplyFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
+	}
+	if prune {
+		pruned, err := r.applier.Prune(ctx, gs.Status.Inventory, inventory, gs.Name)
+		if pruned != nil {
+			changes.Append(pruned.Entries)
+		}
+		if err != nil {
+			gs.Status.Inventory = union(gs.Status.Inventory, inventory)
+			return changes, &problem{reason: ReasonPruneFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
+		}
+	}
+	gs.Status.Inventory = inventory
+	gs.Status.LastAppliedRevision = string(co.rev)
+	if err := r.applier.WaitHealthy(ctx, decls, healthInterval); err != nil {
+		return changes, &problem{reason: ReasonHealthCheck, message: fmt.Sprintf("revision %s applied, but %v", co.rev, err)}
+	}
+	return changes, nil
+}
+
+// auth reads the credentials Secret, when the GitSync names one.
+func (r *Reconciler) auth(ctx context.Context, gs *v1.GitSync) (transport.AuthMethod, error) {
+	if gs.Spec.SecretRef == nil {
+		return nil, nil
+	}
+	key := types.NamespacedName{Namespace: r.namespace, Name: gs.Spec.SecretRef.Name}
+	secret := &corev1.Secret{}
+	if err := r.secrets.Get(ctx, key, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("spec.secretRef: secret %s not found", key)
+		}
+		return nil, fmt.Errorf("spec.secretRef: failed to read secret %s: %w", key, err)
+	}
+	return source.Auth(gs.Spec.URL, key.String(), secret.Data)
+}
+
+// fetch returns a checkout of the revision the ref points at now, cloning
+// only when the kept checkout holds another revision.
+func (r *Reconciler) fetch(ctx context.Context, gs *v1.GitSync, auth transport.AuthMethod) (checkout, error) {
+	rev, err := source.Resolve(ctx, gs.Spec.URL, gs.Spec.Ref, auth)
+	if err != nil {
+		return checkout{}, err
+	}
+	r.mu.Lock()
+	kept, ok := r.checkouts[gs.UID]
+	r.mu.Unlock()
+	if ok && kept.rev == rev {
+		return kept, nil
+	}
+	dir, rev, err := source.Fetch(ctx, gs.Spec.URL, gs.Spec.Ref, auth, r.workDir)
+	if err != nil {
+		return checkout{}, err
+	}
+	co := checkout{dir: dir, rev: rev}
+	r.mu.Lock()
+	r.checkouts[gs.UID] = co
+	r.mu.Unlock()
+	if ok {
+		_ = os.RemoveAll(kept.dir)
+	}
+	return co, nil
+}
+
+// forgetCheckouts removes the checkouts of GitSyncs that no longer exist.
+func (r *Reconciler) forgetCheckouts(ctx context.Context) {
+	list := &v1.GitSyncList{}
+	if err := r.List(ctx, list); err != nil {
+		return
+	}
+	live := map[types.UID]bool{}
+	for _, gs := range list.Items {
+		live[gs.UID] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for uid, co := range r.checkouts {
+		if !live[uid] {
+			_ = os.RemoveAll(co.dir)
+			delete(r.checkouts, uid)
+		}
+	}
+}
+
+// summarize lists what a sync changed, "" when nothing.
+func summarize(cs *ssa.ChangeSet) string {
+	if cs == nil {
+		return ""
+	}
+	var parts []string
+	for _, e := range cs.Entries {
+		if e.Action == ssa.CreatedAction || e.Action == ssa.ConfiguredAction || e.Action == ssa.DeletedAction {
+			parts = append(parts, e.Subject+" "+string(e.Action))
+		}
+	}
+	// An event is for people: a large first sync lists a few and counts
+	// the rest.
+	const shown = 10
+	if len(parts) > shown {
+		return fmt.Sprintf("%s and %d more", strings.Join(parts[:shown], ", "), len(parts)-shown)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// union is a ∪ b, keeping a's order and appending what only b has.
+func union(a, b []v1.InventoryEntry) []v1.InventoryEntry {
+	seen := map[string]bool{}
+	out := make([]v1.InventoryEntry, 0, len(a)+len(b))
+	for _, e := range append(append([]v1.InventoryEntry{}, a...), b...) {
+		if !seen[e.ID] {
+			seen[e.ID] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// jitter spreads syncs by ±10% so GitSyncs created together do not hit
+// the Git server together forever.
+func jitter(d time.Duration) time.Duration {
+	return d + time.Duration((rand.Float64()*0.2-0.1)*float64(d))
+}
+
+func durationOr(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+func pathOr(p string) string {
+	if p == "" {
+		return "./"
+	}
+	return p
+}

@@ -1,0 +1,675 @@
+package gitsync_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/applier"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/gittest"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/gitsync"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
+)
+
+func TestMain(m *testing.M) {
+	reconciletest.Main(m, func(mgr ctrl.Manager) error { return gitsync.NewReconciler(mgr).SetupWithManager(mgr) })
+}
+
+func poolYAML(name, extra string) string {
+	return fmt.Sprintf("apiVersion: agentsandbox.dev/v1alpha1\nkind: NodePool\nmetadata:\n  name: %s\n%sspec:\n  runtimeHandler: runsc\n  nodeSelector:\n    agentsandbox.dev/node-group: gvisor\n", name, extra)
+}
+
+func templateYAML(name, pool, image string) string {
+	return fmt.Sprintf("apiVersion: agentsandbox.dev/v1alpha1\nkind: SandboxTemplate\nmetadata:\n  name: %s\nspec:\n  image: %s\n  nodePoolRef:\n    name: %s\n", name, image, pool)
+}
+
+// newGitSync creates a GitSync of the repository that only syncs when a
+// test asks (interval 1h), and removes it and what it applied afterwards.
+func newGitSync(t testing.TB, url string, mutate func(*v1.GitSync)) *v1.GitSync {
+	t.Helper()
+	c := testcluster.Get(t).Client
+	gs := &v1.GitSync{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("gs")}, Spec: v1.GitSyncSpec{
+		URL: url, Ref: v1.GitRef{Branch: "main"}, Interval: metav1.Duration{Duration: time.Hour},
+	}}
+	if mutate != nil {
+		mutate(gs)
+	}
+	if err := c.Create(context.Background(), gs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		got := &v1.GitSync{}
+		if c.Get(ctx, client.ObjectKeyFromObject(gs), got) == nil {
+			for _, e := range got.Status.Inventory {
+				parts := strings.Split(e.ID, "_")
+				u := &unstructured.Unstructured{}
+				u.SetAPIVersion(v1.GroupVersion.String())
+				u.SetKind(parts[1])
+				u.SetName(parts[2])
+				_ = c.Delete(ctx, u)
+			}
+		}
+		_ = c.Delete(ctx, gs)
+	})
+	return gs
+}
+
+var requests atomic.Int64
+
+// sync asks for an immediate sync and returns the GitSync once the
+// controller handled the request.
+func sync(t testing.TB, gs *v1.GitSync) *v1.GitSync {
+	t.Helper()
+	c := testcluster.Get(t).Client
+	token := strconv.FormatInt(time.Now().UnixNano()+requests.Add(1), 10)
+	cur := &v1.GitSync{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(gs), cur); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(cur.DeepCopy())
+	if cur.Annotations == nil {
+		cur.Annotations = map[string]string{}
+	}
+	cur.Annotations[v1.AnnotationReconcileRequestedAt] = token
+	if err := c.Patch(context.Background(), cur, patch); err != nil {
+		t.Fatal(err)
+	}
+	return waitHandled(t, gs, token)
+}
+
+func waitHandled(t testing.TB, gs *v1.GitSync, token string) *v1.GitSync {
+	t.Helper()
+	c := testcluster.Get(t).Client
+	got := &v1.GitSync{}
+	testcluster.Eventually(t, "the sync request "+token, func() (bool, string) {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(gs), got); err != nil {
+			return false, err.Error()
+		}
+		return got.Status.LastHandledReconcileAt == token && got.Status.ObservedGeneration == got.Generation &&
+				!conditions.Has(got, v1.ReconcilingCondition),
+			fmt.Sprintf("handled %q, conditions %v", got.Status.LastHandledReconcileAt, got.Status.Conditions)
+	})
+	return got
+}
+
+// wantReady fails unless Ready has status and reason and its message says
+// every one of says.
+func wantReady(t *testing.T, gs *v1.GitSync, status metav1.ConditionStatus, reason string, says ...string) {
+	t.Helper()
+	cond := conditions.Get(gs, v1.ReadyCondition)
+	if cond == nil {
+		t.Fatalf("no Ready condition: %v", gs.Status.Conditions)
+	}
+	if cond.Status != status || cond.Reason != reason {
+		t.Fatalf("Ready = %s %s %q, want %s %s", cond.Status, cond.Reason, cond.Message, status, reason)
+	}
+	for _, s := range says {
+		if !strings.Contains(cond.Message, s) {
+			t.Errorf("Ready message %q does not say %q", cond.Message, s)
+		}
+	}
+}
+
+func getPool(t *testing.T, name string) (*v1.NodePool, bool) {
+	t.Helper()
+	p := &v1.NodePool{}
+	err := testcluster.Get(t).Client.Get(context.Background(), client.ObjectKey{Name: name}, p)
+	if apierrors.IsNotFound(err) {
+		return nil, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, true
+}
+
+func getTemplate(t *testing.T, name string) *v1.SandboxTemplate {
+	t.Helper()
+	tpl := &v1.SandboxTemplate{}
+	if err := testcluster.Get(t).Client.Get(context.Background(), client.ObjectKey{Name: name}, tpl); err != nil {
+		t.Fatal(err)
+	}
+	return tpl
+}
+
+// TestSyncLifecycle follows one repository through its history: initial
+// sync, changes and additions, removals pruned (or kept by annotation),
+// broken revisions that change nothing, a hand edit reverted and a field
+// another manager owns.
+func TestSyncLifecycle(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	poolA, poolB, poolKeep, tpl := testcluster.Name("a"), testcluster.Name("b"), testcluster.Name("keep"), testcluster.Name("t")
+	c1 := srv.Commit("main", map[string]string{
+		"deploy/pools.yaml":    poolYAML(poolA, ""),
+		"deploy/template.yaml": templateYAML(tpl, poolA, "python:3.12"),
+		"README.md":            "not a declaration",
+	})
+	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.Path = "deploy" })
+
+	t.Log("initial sync")
+	got := sync(t, gs)
+	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c1)
+	if got.Status.LastAppliedRevision != "main@sha1:"+c1 || got.Status.LastFetchedRevision != got.Status.LastAppliedRevision {
+		t.Errorf("revisions: %+v", got.Status)
+	}
+	wantInventory := []v1.InventoryEntry{{ID: "agentsandbox.dev_NodePool_" + poolA, Version: "v1alpha1"}, {ID: "agentsandbox.dev_SandboxTemplate_" + tpl, Version: "v1alpha1"}}
+	if fmt.Sprint(got.Status.Inventory) != fmt.Sprint(wantInventory) {
+		t.Errorf("inventory %v, want %v", got.Status.Inventory, wantInventory)
+	}
+	if _, ok := getPool(t, poolA); !ok {
+		t.Fatal("pool not created")
+	}
+	managers := []string{}
+	for _, m := range getTemplate(t, tpl).ManagedFields {
+		managers = append(managers, m.Manager+"/"+string(m.Operation))
+	}
+	if !strings.Contains(strings.Join(managers, ","), applier.FieldManager+"/Apply") {
+		t.Errorf("template managers %v, want %s applying", managers, applier.FieldManager)
+	}
+
+	t.Log("a new commit changes and adds objects")
+	c2 := srv.Commit("main", map[string]string{
+		"deploy/pools.yaml":    poolYAML(poolA, "") + "---\n" + poolYAML(poolB, "") + "---\n" + poolYAML(poolKeep, "  annotations:\n    agentsandbox.dev/prune: disabled\n"),
+		"deploy/template.yaml": templateYAML(tpl, poolA, "python:3.13"),
+	})
+	got = sync(t, gs)
+	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c2)
+	if img := getTemplate(t, tpl).Spec.Image; img != "python:3.13" {
+		t.Errorf("template image %q after the change", img)
+	}
+	for _, p := range []string{poolB, poolKeep} {
+		if _, ok := getPool(t, p); !ok {
+			t.Errorf("pool %s not created", p)
+		}
+	}
+
+	t.Log("removed declarations are pruned, unless annotated")
+	c3 := srv.Commit("main", map[string]string{
+		"deploy/pools.yaml":    poolYAML(poolA, ""),
+		"deploy/template.yaml": templateYAML(tpl, poolA, "python:3.13"),
+	})
+	got = sync(t, gs)
+	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c3)
+	testcluster.Eventually(t, "pool "+poolB+" pruned", func() (bool, string) {
+		_, ok := getPool(t, poolB)
+		return !ok, "still there"
+	})
+	if _, ok := getPool(t, poolKeep); !ok {
+		t.Error("the pool annotated prune: disabled was pruned")
+	}
+	t.Cleanup(func() {
+		_ = testcluster.Get(t).Client.Delete(context.Background(), &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: poolKeep}})
+	})
+	if len(got.Status.Inventory) != 2 {
+		t.Errorf("inventory after pruning: %v", got.Status.Inventory)
+	}
+
+	t.Log("broken revisions apply nothing and prune nothing")
+	broken := []struct {
+		name, file, content, reason string
+		says                        []string
+	}{
+		{"broken YAML", "deploy/pools.yaml", poolYAML(poolA, "") + "spec: [\n", gitsync.ReasonBuildFailed, []string{"pools.yaml, document 1", "invalid YAML"}},
+		{"unknown field", "deploy/pools.yaml", poolYAML(poolA, "") + "  runtimeHandlr: runc\n", gitsync.ReasonBuildFailed,
+			[]string{"pools.yaml, document 1", "line 9", `unknown field "spec.runtimeHandlr"`}},
+		{"invalid enum", "deploy/pools.yaml", poolYAML(poolA, "") + "  taints:\n  - key: k\n    effect: Sometimes\n", gitsync.ReasonValidationFailed,
+			[]string{"pools.yaml, document 1", "spec.taints[0].effect", `"Sometimes"`}},
+		{"dangling reference", "deploy/pools.yaml", poolYAML(poolA, "") + "---\n" + templateYAML(testcluster.Name("t"), "no-such-pool", "python:3.12"),
+			gitsync.ReasonValidationFailed, []string{"pools.yaml, document 2", `spec.nodePoolRef.name: NodePool "no-such-pool" is neither declared nor on the cluster`}},
+		{"reference to a pruned object", "deploy/template.yaml", templateYAML(tpl, poolA, "python:3.13"), gitsync.ReasonValidationFailed,
+			[]string{"template.yaml, document 1", `spec.nodePoolRef.name: NodePool "` + poolA + `" is no longer declared and would be pruned`}},
+		{"unknown kind", "deploy/pools.yaml", poolYAML(poolA, "") + "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n", gitsync.ReasonBuildFailed,
+			[]string{"pools.yaml, document 2", `kind "ConfigMap" is not accepted`}},
+	}
+	for _, b := range broken {
+		// Each broken commit also drops the template and changes the
+		// pool's node selector: applying or pruning anything would show.
+		content := strings.Replace(b.content, "node-group: gvisor", "node-group: changed", 1)
+		commit := srv.Commit("main", map[string]string{b.file: content})
+		got = sync(t, gs)
+		wantReady(t, got, metav1.ConditionFalse, b.reason, append(b.says, "main@sha1:"+commit, "the cluster keeps revision main@sha1:"+c3)...)
+		if got.Status.LastAppliedRevision != "main@sha1:"+c3 || got.Status.LastAttemptedRevision != "main@sha1:"+commit {
+			t.Errorf("%s: applied %s, attempted %s", b.name, got.Status.LastAppliedRevision, got.Status.LastAttemptedRevision)
+		}
+		if p, _ := getPool(t, poolA); p == nil || p.Spec.NodeSelector["agentsandbox.dev/node-group"] != "gvisor" {
+			t.Errorf("%s: pool changed: %+v", b.name, p)
+		}
+		getTemplate(t, tpl) // fails the test if pruned
+		if len(got.Status.Inventory) != 2 {
+			t.Errorf("%s: inventory changed: %v", b.name, got.Status.Inventory)
+		}
+	}
+
+	t.Log("a fixed revision recovers")
+	c4 := srv.Commit("main", map[string]string{
+		"deploy/pools.yaml":    poolYAML(poolA, ""),
+		"deploy/template.yaml": templateYAML(tpl, poolA, "python:3.13"),
+	})
+	got = sync(t, gs)
+	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c4)
+	if conditions.Has(got, v1.StalledCondition) || conditions.Has(got, v1.ReconcilingCondition) {
+		t.Errorf("conditions after recovery: %v", got.Status.Conditions)
+	}
+
+	t.Log("a hand edit is reverted on the next sync")
+	admin := testcluster.Get(t).Client
+	edited := getTemplate(t, tpl)
+	edited.Spec.Image = "python:hand-edited"
+	if err := admin.Update(context.Background(), edited, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	got = sync(t, gs)
+	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	if img := getTemplate(t, tpl).Spec.Image; img != "python:3.13" {
+		t.Errorf("hand edit not reverted: image %q", img)
+	}
+
+	t.Log("a field another apply manager owns is a conflict, not a tug of war")
+	other := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1.GroupVersion.String(), "kind": "SandboxTemplate",
+		"metadata": map[string]any{"name": tpl},
+		"spec":     map[string]any{"image": "python:from-terraform"},
+	}}
+	if err := admin.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(other), client.FieldOwner("terraform"), client.ForceOwnership); err != nil {
+		t.Fatal(err)
+	}
+	got = sync(t, gs)
+	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonValidationFailed, "template.yaml, document 1", "conflict", `spec.image is owned by field manager "terraform"`)
+	if img := getTemplate(t, tpl).Spec.Image; img != "python:from-terraform" {
+		t.Errorf("the other manager's value was overwritten: %q", img)
+	}
+}
+
+func TestGitServerDownKeepsTheLastState(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	pool := testcluster.Name("down")
+	c1 := srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "")})
+	gs := newGitSync(t, srv.URL(), nil)
+	got := sync(t, gs)
+	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded)
+
+	srv.Stop()
+	got = sync(t, gs)
+	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonFetchFailed, "connection refused", "the cluster keeps revision main@sha1:"+c1)
+	if _, ok := getPool(t, pool); !ok {
+		t.Error("pool gone while the Git server is down")
+	}
+	if len(got.Status.Inventory) != 1 {
+		t.Errorf("inventory %v", got.Status.Inventory)
+	}
+
+	srv.Start()
+	got = sync(t, gs)
+	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c1)
+}
+
+func TestSuspendAndResume(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	pool := testcluster.Name("susp")
+	c1 := srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "")})
+	gs := newGitSync(t, srv.URL(), nil)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+
+	c := testcluster.Get(t).Client
+	setSuspend := func(v bool) {
+		cur := &v1.GitSync{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(gs), cur); err != nil {
+			t.Fatal(err)
+		}
+		base := client.MergeFrom(cur.DeepCopy())
+		cur.Spec.Suspend = v
+		if err := c.Patch(context.Background(), cur, base); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setSuspend(true)
+	c2 := srv.Commit("main", map[string]string{"pool.yaml": strings.Replace(poolYAML(pool, ""), "node-group: gvisor", "node-group: changed", 1)})
+	got := sync(t, gs)
+	if got.Status.LastAppliedRevision != "main@sha1:"+c1 || got.Status.LastFetchedRevision != "main@sha1:"+c1 {
+		t.Errorf("suspended GitSync fetched or applied: %+v", got.Status)
+	}
+	if p, _ := getPool(t, pool); p == nil || p.Spec.NodeSelector["agentsandbox.dev/node-group"] != "gvisor" {
+		t.Errorf("suspended GitSync changed the pool: %+v", p)
+	}
+
+	setSuspend(false)
+	got = sync(t, gs)
+	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c2)
+	if p, _ := getPool(t, pool); p == nil || p.Spec.NodeSelector["agentsandbox.dev/node-group"] != "changed" {
+		t.Errorf("resumed GitSync did not apply: %+v", p)
+	}
+}
+
+func TestCredentials(t *testing.T) {
+	srv := gittest.New(t, "bot", "right-password")
+	pool := testcluster.Name("auth")
+	srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "")})
+	c := testcluster.Get(t).Client
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("creds"), Namespace: gitsync.DefaultSecretNamespace},
+		Data: map[string][]byte{"username": []byte("bot"), "password": []byte("wrong-password")}}
+	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.SecretRef = &v1.LocalObjectReference{Name: secret.Name} })
+
+	got := sync(t, gs)
+	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonAuthFailed, "secret "+gitsync.DefaultSecretNamespace+"/"+secret.Name+" not found")
+
+	if err := c.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), secret) })
+	got = sync(t, gs)
+	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonFetchFailed, "authentication required")
+	if strings.Contains(fmt.Sprint(got.Status), "wrong-password") {
+		t.Error("status carries the password")
+	}
+	if _, ok := getPool(t, pool); ok {
+		t.Error("pool created without access to the repository")
+	}
+
+	secret.Data["password"] = []byte("right-password")
+	if err := c.Update(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	got = sync(t, gs)
+	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	if _, ok := getPool(t, pool); !ok {
+		t.Error("pool not created with the right credentials")
+	}
+}
+
+func TestPruneDisabled(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	a, b := testcluster.Name("pa"), testcluster.Name("pb")
+	srv.Commit("main", map[string]string{"a.yaml": poolYAML(a, ""), "b.yaml": poolYAML(b, "")})
+	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.Prune = new(false) })
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	srv.Commit("main", map[string]string{"a.yaml": poolYAML(a, "")})
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	if _, ok := getPool(t, b); !ok {
+		t.Error("spec.prune false, yet the pool was pruned")
+	}
+	t.Cleanup(func() {
+		_ = testcluster.Get(t).Client.Delete(context.Background(), &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: b}})
+	})
+}
+
+func TestIntervalSyncsWithoutARequest(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	pool := testcluster.Name("tick")
+	srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "")})
+	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.Interval = metav1.Duration{Duration: time.Second} })
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+
+	c2 := srv.Commit("main", map[string]string{"pool.yaml": strings.Replace(poolYAML(pool, ""), "node-group: gvisor", "node-group: changed", 1)})
+	c := testcluster.Get(t).Client
+	testcluster.Eventually(t, "the next interval to apply "+c2, func() (bool, string) {
+		got := &v1.GitSync{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(gs), got); err != nil {
+			return false, err.Error()
+		}
+		return got.Status.LastAppliedRevision == "main@sha1:"+c2, got.Status.LastAppliedRevision
+	})
+	if p, _ := getPool(t, pool); p == nil || p.Spec.NodeSelector["agentsandbox.dev/node-group"] != "changed" {
+		t.Errorf("pool after the interval sync: %+v", p)
+	}
+}
+
+// TestMetricsAndEvents: syncs are measured by result, and events are
+// recorded on change and failure only, not on a resync that changes nothing.
+func TestMetricsAndEvents(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	srv.Commit("main", map[string]string{"pool.yaml": poolYAML(testcluster.Name("ev"), "")})
+	gs := newGitSync(t, srv.URL(), nil)
+	eventWrites := func(w reconciletest.Write) bool { return strings.Contains(w.Path, "/events") }
+
+	since := reconciletest.WriteCount()
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	testcluster.Eventually(t, "an event for the initial sync", func() (bool, string) {
+		n := len(reconciletest.Writes(since, eventWrites))
+		return n > 0, fmt.Sprintf("%d event writes", n)
+	})
+
+	time.Sleep(time.Second) // let the recorder flush
+	since = reconciletest.WriteCount()
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	time.Sleep(time.Second)
+	if w := reconciletest.Writes(since, eventWrites); len(w) != 0 {
+		t.Errorf("a no-op resync wrote events: %v", w)
+	}
+
+	srv.Stop()
+	since = reconciletest.WriteCount()
+	wantReady(t, sync(t, gs), metav1.ConditionFalse, gitsync.ReasonFetchFailed)
+	testcluster.Eventually(t, "a warning for the failure", func() (bool, string) {
+		n := len(reconciletest.Writes(since, eventWrites))
+		return n > 0, fmt.Sprintf("%d event writes", n)
+	})
+
+	mfs, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]uint64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "agentsandbox_gitsync_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["name"] == gs.Name {
+				counts[labels["result"]] = m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	// Creating the GitSync may sync it once more than the two requests.
+	if counts["success"] < 2 || counts["success"] > 3 || counts[gitsync.ReasonFetchFailed] != 1 {
+		t.Errorf("sync duration sample counts by result: %v, want 2 or 3 success and 1 %s", counts, gitsync.ReasonFetchFailed)
+	}
+}
+
+// TestForcePushRewind: a branch force-pushed back to an older commit is a
+// new revision like any other; what the newer commit added is pruned.
+func TestForcePushRewind(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	a, b := testcluster.Name("ra"), testcluster.Name("rb")
+	c1 := srv.Commit("main", map[string]string{"a.yaml": poolYAML(a, "")})
+	gs := newGitSync(t, srv.URL(), nil)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded, c1)
+	c2 := srv.Commit("main", map[string]string{"a.yaml": poolYAML(a, ""), "b.yaml": poolYAML(b, "")})
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded, c2)
+	if _, ok := getPool(t, b); !ok {
+		t.Fatal("pool of the second commit not created")
+	}
+
+	srv.Rewind("main", c1)
+	got := sync(t, gs)
+	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c1)
+	testcluster.Eventually(t, "pool "+b+" pruned after the rewind", func() (bool, string) {
+		_, ok := getPool(t, b)
+		return !ok, "still there"
+	})
+	if _, ok := getPool(t, a); !ok {
+		t.Error("pool of the first commit gone after the rewind")
+	}
+}
+
+func TestTimeout(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	srv.Commit("main", map[string]string{"pool.yaml": poolYAML(testcluster.Name("slow"), "")})
+	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.Timeout = metav1.Duration{Duration: time.Millisecond} })
+	got := sync(t, gs)
+	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonFetchFailed, "spec.timeout 1ms exceeded")
+	if len(got.Status.Inventory) != 0 {
+		t.Errorf("inventory after a timed-out sync: %v", got.Status.Inventory)
+	}
+}
+
+// TestObjectMovedToAnotherGitSync: an object one GitSync's repository drops
+// and another's now declares is not pruned by the first.
+func TestObjectMovedToAnotherGitSync(t *testing.T) {
+	first, second := gittest.New(t, "", ""), gittest.New(t, "", "")
+	moved, stays := testcluster.Name("moved"), testcluster.Name("stays")
+	first.Commit("main", map[string]string{"moved.yaml": poolYAML(moved, ""), "stays.yaml": poolYAML(stays, "")})
+	a := newGitSync(t, first.URL(), nil)
+	wantReady(t, sync(t, a), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+
+	second.Commit("main", map[string]string{"moved.yaml": poolYAML(moved, "")})
+	b := newGitSync(t, second.URL(), nil)
+	wantReady(t, sync(t, b), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	if p, _ := getPool(t, moved); p == nil || p.Labels[applier.LabelGitSync] != b.Name {
+		t.Fatalf("moved pool not labelled with the second GitSync: %+v", p)
+	}
+
+	first.Commit("main", map[string]string{"stays.yaml": poolYAML(stays, "")})
+	got := sync(t, a)
+	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	if _, ok := getPool(t, moved); !ok {
+		t.Error("the first GitSync pruned a pool the second one now applies")
+	}
+	if len(got.Status.Inventory) != 1 {
+		t.Errorf("first GitSync's inventory: %v", got.Status.Inventory)
+	}
+}
+
+// TestHealthWait: a sync is Ready only once what it applied converged: a
+// warm pool with all replicas ready, nothing Stalled. The test plays the
+// controllers' part by writing their status.
+func TestHealthWait(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	tpl, pool := testcluster.Name("ht"), testcluster.Name("hp")
+	commit := srv.Commit("main", map[string]string{
+		"template.yaml": fmt.Sprintf("apiVersion: agentsandbox.dev/v1alpha1\nkind: SandboxTemplate\nmetadata:\n  name: %s\nspec:\n  image: python:3.12\n", tpl),
+		"pool.yaml":     fmt.Sprintf("apiVersion: agentsandbox.dev/v1alpha1\nkind: WarmPool\nmetadata:\n  name: %s\nspec:\n  templateRef:\n    name: %s\n  replicas: 2\n", pool, tpl),
+	})
+	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.Timeout = metav1.Duration{Duration: 2 * time.Second} })
+	got := sync(t, gs)
+	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonHealthCheck,
+		"revision main@sha1:"+commit+" applied", `WarmPool "`+pool+`": 0 of 2 replicas ready`, "spec.timeout 2s exceeded")
+	if got.Status.LastAppliedRevision != "main@sha1:"+commit || len(got.Status.Inventory) != 2 {
+		t.Errorf("an applied but unhealthy revision: %+v", got.Status)
+	}
+
+	c := testcluster.Get(t).Client
+	wp := &v1.WarmPool{}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: pool}, wp); err != nil {
+		t.Fatal(err)
+	}
+	wp.Status = v1.WarmPoolStatus{ObservedGeneration: wp.Generation, Replicas: 2, ReadyReplicas: 2}
+	if err := c.Status().Update(context.Background(), wp); err != nil {
+		t.Fatal(err)
+	}
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+
+	tp := getTemplate(t, tpl)
+	conditions.MarkStalled(tp, "InvalidImage", "image python:3.12 cannot be pulled")
+	tp.Status.ObservedGeneration = tp.Generation
+	if err := c.Status().Update(context.Background(), tp); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	wantReady(t, sync(t, gs), metav1.ConditionFalse, gitsync.ReasonHealthCheck,
+		"template.yaml, document 1", `SandboxTemplate "`+tpl+`" failed: image python:3.12 cannot be pulled`)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("a Stalled object was waited on for %s", d)
+	}
+}
+
+// TestExamplesGitOps syncs examples/gitops as a repository and checks that
+// every object ends up exactly as a plain create of the same manifest
+// would make it (provider/acc_examples_test.go proves the Terraform
+// examples make the same objects as that create): the GitSync adds or
+// drops nothing.
+func TestExamplesGitOps(t *testing.T) {
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(root, "examples", "gitops", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("examples/gitops: %v", err)
+	}
+	c := testcluster.Get(t).Client
+	repo := map[string]string{}
+	want := map[string]any{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		repo[filepath.Base(f)] = string(data)
+		objs, err := testcluster.ReadManifests(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(o), o.DeepCopy()); err == nil {
+				t.Fatalf("%s %s from examples/gitops already exists on the cluster; remove it first", o.GetKind(), o.GetName())
+			}
+			created := o.DeepCopy()
+			if err := c.Create(context.Background(), created, client.DryRunAll); err != nil {
+				t.Fatalf("dry-run create of %s %s: %v", o.GetKind(), o.GetName(), err)
+			}
+			want[o.GetKind()+"/"+o.GetName()] = created.Object["spec"]
+		}
+	}
+	srv := gittest.New(t, "", "")
+	srv.Commit("main", repo)
+	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.Timeout = metav1.Duration{Duration: 2 * time.Second} })
+	got := sync(t, gs)
+	// No warm pool controller runs here, so the pool never fills: the
+	// objects are applied, the health wait says what it waited for.
+	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonHealthCheck, "applied", "0 of 3 replicas ready")
+	if len(got.Status.Inventory) != len(want) {
+		t.Errorf("inventory %v, want %d objects", got.Status.Inventory, len(want))
+	}
+	for key, spec := range want {
+		kind, name, _ := strings.Cut(key, "/")
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(v1.GroupVersion.WithKind(kind))
+		if err := c.Get(context.Background(), client.ObjectKey{Name: name}, live); err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		if diff := cmp.Diff(spec, live.Object["spec"]); diff != "" {
+			t.Errorf("%s: GitSync and a plain create differ (-create +gitsync):\n%s", key, diff)
+		}
+	}
+}
+
+// TestUnchangedRevisionIsNotCloned: when ls-remote shows the revision
+// already checked out, the sync re-applies it without cloning; a new
+// revision is cloned.
+func TestUnchangedRevisionIsNotCloned(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	pool := testcluster.Name("noclone")
+	c1 := srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "")})
+	gs := newGitSync(t, srv.URL(), nil)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+
+	srv.RefuseFetches(true)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c1)
+	c2 := srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "  labels:\n    team: z\n")})
+	wantReady(t, sync(t, gs), metav1.ConditionFalse, gitsync.ReasonFetchFailed, "failed to clone", "the cluster keeps revision main@sha1:"+c1)
+	srv.RefuseFetches(false)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c2)
+}

@@ -1,0 +1,49 @@
+package gitsync
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/ssa"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+)
+
+func TestJitterStaysWithinTenPercent(t *testing.T) {
+	seen := map[time.Duration]bool{}
+	for range 1000 {
+		d := jitter(time.Minute)
+		if d < 54*time.Second || d > 66*time.Second {
+			t.Fatalf("jitter(1m) = %s, outside ±10%%", d)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 100 {
+		t.Errorf("jitter returned only %d distinct values in 1000 calls", len(seen))
+	}
+}
+
+func TestUnionKeepsOrderAndDropsDuplicates(t *testing.T) {
+	a := []v1.InventoryEntry{{ID: "g_K_b"}, {ID: "g_K_a"}}
+	b := []v1.InventoryEntry{{ID: "g_K_a"}, {ID: "g_K_c"}}
+	if got := fmt.Sprint(union(a, b)); got != "[{g_K_b } {g_K_a } {g_K_c }]" {
+		t.Errorf("union = %s", got)
+	}
+}
+
+func TestSummarizeCountsWhatItDoesNotList(t *testing.T) {
+	cs := ssa.NewChangeSet()
+	for i := range 12 {
+		cs.Add(ssa.ChangeSetEntry{Subject: fmt.Sprintf("NodePool/p%d", i), Action: ssa.CreatedAction})
+	}
+	cs.Add(ssa.ChangeSetEntry{Subject: "NodePool/same", Action: ssa.UnchangedAction})
+	got := summarize(cs)
+	if !strings.HasPrefix(got, "NodePool/p0 created, NodePool/p1 created") || !strings.HasSuffix(got, "NodePool/p9 created and 2 more") {
+		t.Errorf("summarize = %q", got)
+	}
+	if summarize(ssa.NewChangeSet()) != "" {
+		t.Error("an empty change set has a summary")
+	}
+}
