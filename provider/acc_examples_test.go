@@ -1,7 +1,7 @@
 package provider
 
 import (
-	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/gittest"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 )
 
@@ -24,9 +25,9 @@ var exampleKinds = map[string]string{
 }
 
 // TestAccExamples applies every Terraform example of the docs against the
-// cluster, and checks that the resource examples produce exactly the
-// objects examples/gitops does: the provider and a GitSync of that
-// repository declare the same thing.
+// cluster, then has a GitSync pull examples/gitops from a Git server, and
+// checks that both produce exactly the same objects: the provider and the
+// GitOps reconciler declare the same thing.
 func TestAccExamples(t *testing.T) {
 	root, err := testcluster.RepoRoot()
 	if err != nil {
@@ -75,19 +76,56 @@ func TestAccExamples(t *testing.T) {
 		},
 	})
 
-	// Now the same objects from the GitOps repository layout.
-	c := testcluster.Get(t).Client
-	for _, kind := range []string{"NodePool", "SandboxTemplate", "WarmPool", "Sandbox"} {
-		obj := gitopsExample(t, root, kind)
-		if err := c.Create(context.Background(), obj); err != nil {
-			t.Fatalf("create %s from examples/gitops: %v", kind, err)
-		}
-		t.Cleanup(func() { deleteOutOfBand(t, exampleKinds[kind], obj.GetName()) })
-		got := live(t, exampleKinds[kind], obj.GetName()).Object["spec"]
-		if diff := cmp.Diff(fromTerraform[kind], got); diff != "" {
-			t.Errorf("%s: Terraform example and examples/gitops differ (-terraform +gitops):\n%s", kind, diff)
-		}
+	// Now the same objects from examples/gitops, pulled from a Git server
+	// by an agentsandbox_git_sync that waits until they are applied and
+	// healthy.
+	repo := gittest.New(t, "", "")
+	files := map[string]string{}
+	paths, err := filepath.Glob(filepath.Join(root, "examples/gitops/*.yaml"))
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[filepath.Base(p)] = string(b)
+	}
+	commit := repo.Commit("main", files)
+	for kind, typeName := range exampleKinds {
+		name := gitopsExample(t, root, kind).GetName()
+		t.Cleanup(func() { deleteOutOfBand(t, typeName, name) })
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{{
+			Config: providerConfig(t) + fmt.Sprintf(`
+resource "agentsandbox_git_sync" "examples" {
+  name           = %q
+  wait_for_ready = true
+  spec = {
+    url  = %q
+    ref  = { branch = "main" }
+    path = "./"
+  }
+}
+`, testcluster.Name("examples"), repo.URL()),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue("agentsandbox_git_sync.examples", tfjsonpath.New("status").AtMapKey("last_applied_revision"),
+					knownvalue.StringExact("main@sha1:"+commit)),
+			},
+			Check: func(*terraform.State) error {
+				for kind, typeName := range exampleKinds {
+					got := live(t, typeName, gitopsExample(t, root, kind).GetName()).Object["spec"]
+					if diff := cmp.Diff(fromTerraform[kind], got); diff != "" {
+						return fmt.Errorf("%s: Terraform example and examples/gitops differ (-terraform +gitsync):\n%s", kind, diff)
+					}
+				}
+				return nil
+			},
+		}},
+	})
 }
 
 // gitopsExample returns the object of a kind that examples/gitops declares.
