@@ -2,7 +2,8 @@
 # `make test`: every check and every test, against the local cluster.
 #
 # Builds the pinned tools (cached), checks that generated files are current,
-# gofmt and go vet, then runs `go test ./...` against the local kwok cluster.
+# gofmt and go vet, then runs `go test ./...` against the local kwok cluster,
+# then fuzzes the GitSync declaration decoder for FUZZTIME (default 30s).
 # A cluster this script starts is stopped when it exits, pass or fail; one
 # that was already running (make cluster-up) is reused and left running.
 #
@@ -37,4 +38,6 @@ log "go test ./... (cluster started by this run: ${started})"
 # on the same objects at once is not how it runs in a cluster.
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
 go test ${GO_TEST_FLAGS:--count=1 -p 1 -timeout 30m} ./...
+log "fuzzing the GitSync declaration decoder for ${FUZZTIME:=30s}"
+make --no-print-directory fuzz FUZZTIME="${FUZZTIME}"
 log "all tests passed in $((SECONDS - start))s"
