@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # `make demo`: on the local cluster (make cluster-up), run the reconciler,
-# apply the example declarations of examples/gitops with server-side apply,
-# wait for the warm pool to fill, and show the sandbox claimed from it Ready
-# in its own isolated namespace. The reconciler stops when the demo ends; the cluster and
-# the objects stay for you to explore.
+# apply the node pool, template and warm pool of examples/resources with
+# OpenTofu and the provider binary (which waits for the pool to fill), claim
+# the sandbox of examples/gitops the GitOps way (`agentsandbox sync --once`,
+# the decode, validate and staged apply a GitSync runs), and show it Ready
+# in its own isolated namespace. The reconciler stops when the demo ends; the
+# cluster, the objects and the OpenTofu state (in the cache) stay for you to
+# explore.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,16 +29,40 @@ for _ in $(seq 1 100); do
 done
 echo "readyz: $(curl -fsS http://127.0.0.1:18081/readyz)"
 
-log "applying the node pool, template and warm pool of examples/gitops (server-side apply)"
-kubectl apply --server-side --field-manager agentsandbox-demo \
-	-f examples/gitops/node-pool.yaml -f examples/gitops/template.yaml -f examples/gitops/warm-pool.yaml
-log "waiting for the warm pool to be full"
-kubectl wait --for condition=Ready --timeout 2m warmpool/python
+cache="${AGENTSANDBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agentsandbox}"
+work="${cache}/demo-tofu"
+mkdir -p "${work}"
+if [[ ! -f "${work}/terraform.tfstate" ]]; then
+	# Objects of an earlier demo that OpenTofu did not create would make
+	# apply refuse to adopt them.
+	kubectl delete sandbox/alice-scratch warmpool/python sandboxtemplate/python nodepool/gvisor \
+		--ignore-not-found --wait >/dev/null
+fi
+cat >"${work}/tofurc" <<HCL
+provider_installation {
+  dev_overrides {
+    "registry.opentofu.org/agentsandbox/agentsandbox" = "${root}/bin"
+  }
+  direct {}
+}
+HCL
+{
+	printf 'terraform {\n  required_providers {\n    agentsandbox = { source = "agentsandbox/agentsandbox" }\n  }\n}\n'
+	printf 'provider "agentsandbox" {\n  config_path = "%s"\n}\n' "${KUBECONFIG}"
+	cat examples/resources/agentsandbox_{node_pool,template,warm_pool}/resource.tf
+} >"${work}/main.tf"
+tofu() { TF_CLI_CONFIG_FILE="${work}/tofurc" "$(tools/build.sh --print-bin tofu)/tofu" -chdir="${work}" "$@"; }
+log "tofu apply: the node pool, template and warm pool of examples/resources (waits until the pool is full)"
+tofu apply -auto-approve -input=false -compact-warnings -no-color
+tofu state list
 
-log "claiming a sandbox from the pool: examples/gitops/sandbox.yaml"
+log "claiming a sandbox the GitOps way: agentsandbox sync --once with examples/gitops/sandbox.yaml"
 # A second demo run claims afresh.
 kubectl delete sandbox alice-scratch --ignore-not-found --wait >/dev/null
-kubectl apply --server-side --field-manager agentsandbox-demo -f examples/gitops/sandbox.yaml
+declarations="$(mktemp -d)"
+cp examples/gitops/sandbox.yaml "${declarations}/"
+bin/agentsandbox sync --once --path "${declarations}"
+rm -rf "${declarations}"
 kubectl wait --for condition=Ready --timeout 2m sandbox/alice-scratch
 kubectl get sandbox alice-scratch -o jsonpath='launch {.status.launchType} {.status.launchMessage}; requested {.status.requestedAt}, claimed {.status.claimedAt}, ready {.status.readyAt}; namespace {.status.namespace}{"\n"}'
 ns="$(kubectl get sandbox alice-scratch -o jsonpath='{.status.namespace}')"
