@@ -179,6 +179,8 @@ down() {
 		"$(bin kwok kwokctl)" delete cluster --name "${name}" >&2 || true
 	fi
 	rm -f "${kubeconfig}"
+	# make demo's OpenTofu state describes objects of this cluster only.
+	rm -rf "${cache}/demo-tofu"
 	# kwokctl stops the processes it started; make sure nothing outlived it
 	# (for example after an interrupted create).
 	pkill -f "${KWOK_WORKDIR}/clusters/${name}/" 2>/dev/null || true

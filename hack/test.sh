@@ -5,7 +5,8 @@
 # gofmt and go vet, then runs `go test ./...` against the local kwok cluster,
 # then fuzzes the GitSync declaration decoder for FUZZTIME (default 30s).
 # A cluster this script starts is stopped when it exits, pass or fail; one
-# that was already running (make cluster-up) is reused and left running.
+# that was already running (make cluster-up, make demo) is recreated empty
+# first and left running.
 #
 # To run the same tests against another cluster (kind, say), skip this script:
 #   KUBECONFIG=$HOME/.kube/kind go test ./...
@@ -24,7 +25,13 @@ log "gofmt and go vet"
 make --no-print-directory lint
 
 started=false
-if ! hack/cluster.sh status; then
+if hack/cluster.sh status; then
+	# Tests create the example objects under their own names, which a
+	# `make demo` leaves behind: start from a clean cluster, and leave it
+	# running afterwards as it was.
+	log "recreating the running local cluster, so no demo or earlier run leaves objects behind"
+	hack/cluster.sh down
+else
 	started=true
 	trap 'hack/cluster.sh down' EXIT
 fi

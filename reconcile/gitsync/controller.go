@@ -63,10 +63,12 @@ const DefaultSecretNamespace = "agentsandbox-system"
 // Reconciler reconciles GitSyncs.
 type Reconciler struct {
 	client.Client
-	// secrets reads the credentials Secret directly: a cache would need
-	// list and watch on every Secret, and this controller may only get the
-	// Secrets of its own namespace.
-	secrets   client.Reader
+	// apiReader reads past the cache: the credentials Secret (a cache
+	// would need list and watch on every Secret, and this controller may
+	// only get the Secrets of its own namespace), and the metadata of the
+	// declared objects before a resync (a hand edit made just before a
+	// requested sync must be seen).
+	apiReader client.Reader
 	recorder  recorder.EventRecorder
 	applier   *applier.Applier
 	namespace string
@@ -76,6 +78,7 @@ type Reconciler struct {
 	// checkouts keeps the last checkout of each GitSync, so a sync whose
 	// ls-remote shows an unchanged revision re-applies it without cloning.
 	checkouts map[types.UID]checkout
+	applied   appliedMemo
 }
 
 type checkout struct {
@@ -92,12 +95,13 @@ func NewReconciler(mgr ctrl.Manager) *Reconciler {
 	}
 	return &Reconciler{
 		Client:    mgr.GetClient(),
-		secrets:   mgr.GetAPIReader(),
+		apiReader: mgr.GetAPIReader(),
 		recorder:  mgr.GetEventRecorder("gitsync-controller"),
 		applier:   applier.New(mgr.GetClient()),
 		namespace: ns,
 		workDir:   filepath.Join(os.TempDir(), "agentsandbox-gitsync"),
 		checkouts: map[types.UID]checkout{},
+		applied:   appliedMemo{},
 	}
 }
 
@@ -132,7 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	gs := &v1.GitSync{}
 	if err := r.Get(ctx, req.NamespacedName, gs); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.forgetCheckouts(ctx)
+			r.forgetDeleted(ctx)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -239,7 +243,11 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
 	applier.SetOwner(decls, gs.Name)
-	if err := r.applier.Validate(ctx, decls); err != nil {
+	todo, err := r.changed(ctx, gs.UID, decls)
+	if err != nil {
+		return nil, &problem{reason: ReasonValidationFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
+	}
+	if err := r.applier.Validate(ctx, todo); err != nil {
 		return nil, &problem{reason: ReasonValidationFailed,
 			message: fmt.Sprintf("revision %s: dry run refused: %v", co.rev, err)}
 	}
@@ -253,8 +261,9 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 		return nil, &problem{reason: ReasonValidationFailed,
 			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
-	changes, err := r.applier.Apply(ctx, decls)
+	changes, err := r.applier.Apply(ctx, todo)
 	if err != nil {
+		r.forget(gs.UID)
 		// Whatever was applied is recorded, so a later revision prunes it.
 		gs.Status.Inventory = union(gs.Status.Inventory, inventory)
 		return changes, &problem{reason: ReasonApplyFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
@@ -274,6 +283,10 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 	if err := r.applier.WaitHealthy(ctx, decls, healthInterval); err != nil {
 		return changes, &problem{reason: ReasonHealthCheck, message: fmt.Sprintf("revision %s applied, but %v", co.rev, err)}
 	}
+	if err := r.remember(ctx, gs.UID, decls); err != nil {
+		// Only an optimisation is lost: the next sync checks everything.
+		r.forget(gs.UID)
+	}
 	return changes, nil
 }
 
@@ -284,7 +297,7 @@ func (r *Reconciler) auth(ctx context.Context, gs *v1.GitSync) (transport.AuthMe
 	}
 	key := types.NamespacedName{Namespace: r.namespace, Name: gs.Spec.SecretRef.Name}
 	secret := &corev1.Secret{}
-	if err := r.secrets.Get(ctx, key, secret); err != nil {
+	if err := r.apiReader.Get(ctx, key, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("spec.secretRef: secret %s not found", key)
 		}
@@ -320,8 +333,9 @@ func (r *Reconciler) fetch(ctx context.Context, gs *v1.GitSync, auth transport.A
 	return co, nil
 }
 
-// forgetCheckouts removes the checkouts of GitSyncs that no longer exist.
-func (r *Reconciler) forgetCheckouts(ctx context.Context) {
+// forgetDeleted drops the checkouts and the memos of GitSyncs that no
+// longer exist.
+func (r *Reconciler) forgetDeleted(ctx context.Context) {
 	list := &v1.GitSyncList{}
 	if err := r.List(ctx, list); err != nil {
 		return
@@ -336,6 +350,11 @@ func (r *Reconciler) forgetCheckouts(ctx context.Context) {
 		if !live[uid] {
 			_ = os.RemoveAll(co.dir)
 			delete(r.checkouts, uid)
+		}
+	}
+	for uid := range r.applied {
+		if !live[uid] {
+			delete(r.applied, uid)
 		}
 	}
 }

@@ -673,3 +673,39 @@ func TestUnchangedRevisionIsNotCloned(t *testing.T) {
 	srv.RefuseFetches(false)
 	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c2)
 }
+
+// TestNoOpResyncWritesNothing: resyncing a revision nobody has touched
+// sends no request but reads and its own status patch (no dry run, no
+// apply), and
+// an object changed on the cluster in between is still checked and put
+// back.
+func TestNoOpResyncWritesNothing(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	pool, tpl := testcluster.Name("noop"), testcluster.Name("noop")
+	srv.Commit("main", map[string]string{
+		"pool.yaml":     poolYAML(pool, ""),
+		"template.yaml": templateYAML(tpl, pool, "python:3.13"),
+	})
+	gs := newGitSync(t, srv.URL(), nil)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+
+	since := reconciletest.WriteCount()
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	mine := reconciletest.Writes(since, func(w reconciletest.Write) bool {
+		return strings.Contains(w.Path, "/nodepools/"+pool) || strings.Contains(w.Path, "/sandboxtemplates/"+tpl) ||
+			strings.Contains(w.Path, "/gitsyncs/"+gs.Name) && !strings.HasSuffix(w.Path, "/status")
+	})
+	if len(mine) > 0 {
+		t.Errorf("a no-op resync sent %d writes or dry runs: %v", len(mine), mine)
+	}
+
+	edited := getTemplate(t, tpl)
+	edited.Spec.Image = "python:hand-edited"
+	if err := testcluster.Get(t).Client.Update(context.Background(), edited, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	if img := getTemplate(t, tpl).Spec.Image; img != "python:3.13" {
+		t.Errorf("a hand edit between two syncs of one revision was not reverted: image %q", img)
+	}
+}
