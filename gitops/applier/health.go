@@ -9,7 +9,7 @@ import (
 
 	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
 )
@@ -27,18 +27,23 @@ import (
 func (a *Applier) WaitHealthy(ctx context.Context, decls []declarations.Declaration, interval time.Duration) error {
 	pending := slices.Clone(decls)
 	for {
+		// One list per kind a pass, not one read per object: a sync of
+		// thousands of objects checks them in a few requests.
+		live, err := a.listLive(ctx, pending)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("not healthy in time: %s", strings.Join(unchecked(pending), "; "))
+			}
+			return err
+		}
 		var waiting []string
 		next := pending[:0]
-		for i, d := range pending {
-			live := &unstructured.Unstructured{}
-			live.SetGroupVersionKind(d.Object.GroupVersionKind())
-			if err := a.client.Get(ctx, client.ObjectKeyFromObject(d.Object), live); err != nil {
-				if ctx.Err() != nil {
-					return fmt.Errorf("not healthy in time: %s", strings.Join(append(waiting, unchecked(pending[i:])...), "; "))
-				}
-				return fmt.Errorf("%s: %s %q: %w", d.Where(), d.Object.GetKind(), d.Object.GetName(), err)
+		for _, d := range pending {
+			obj, found := live[liveKey{d.Object.GroupVersionKind(), d.Object.GetName()}]
+			if !found {
+				return fmt.Errorf("%s: %s %q is not on the cluster", d.Where(), d.Object.GetKind(), d.Object.GetName())
 			}
-			ok, failed, why := health(live)
+			ok, failed, why := health(obj)
 			if failed {
 				return fmt.Errorf("%s: %s %q failed: %s", d.Where(), d.Object.GetKind(), d.Object.GetName(), why)
 			}
@@ -57,6 +62,33 @@ func (a *Applier) WaitHealthy(ctx context.Context, decls []declarations.Declarat
 		case <-time.After(interval):
 		}
 	}
+}
+
+// liveKey names a live object.
+type liveKey struct {
+	gvk  schema.GroupVersionKind
+	name string
+}
+
+// listLive lists every kind the declarations use, straight from the API
+// server.
+func (a *Applier) listLive(ctx context.Context, decls []declarations.Declaration) (map[liveKey]*unstructured.Unstructured, error) {
+	kinds := map[schema.GroupVersionKind]bool{}
+	for _, d := range decls {
+		kinds[d.Object.GroupVersionKind()] = true
+	}
+	out := map[liveKey]*unstructured.Unstructured{}
+	for gvk := range kinds {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := a.client.List(ctx, list); err != nil {
+			return nil, fmt.Errorf("failed to list %s: %w", gvk.Kind, err)
+		}
+		for i := range list.Items {
+			out[liveKey{gvk, list.Items[i].GetName()}] = &list.Items[i]
+		}
+	}
+	return out, nil
 }
 
 // unchecked names the objects a wait ended before looking at.
