@@ -1,12 +1,8 @@
 package bench_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -146,31 +142,10 @@ func BenchmarkWarmPoolFill1000(b *testing.B) {
 		}
 		b.ReportMetric(time.Since(start).Seconds(), "fill-s")
 		b.ReportMetric(float64(reconciletest.WriteCount()-writes)/size, "writes/member")
-		b.ReportMetric(peakRSSMiB(b), "peak-RSS-MiB")
+		reconciletest.ReportPeakRSS(b)
 		// Deleting 1,000 namespaces takes the namespace controller minutes;
 		// the cluster finishes it after the benchmark.
 		_ = c.Delete(ctx, pool)
 		_ = c.Delete(ctx, tpl)
 	}
-}
-
-// peakRSSMiB reads the process's peak resident set size (VmHWM).
-func peakRSSMiB(b *testing.B) float64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kb / 1024
-		}
-	}
-	b.Fatal("no VmHWM in /proc/self/status")
-	return 0
 }

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -79,6 +80,12 @@ var requests atomic.Int64
 // controller handled the request.
 func sync(t testing.TB, gs *v1.GitSync) *v1.GitSync {
 	t.Helper()
+	return waitHandled(t, gs, requestSync(t, gs), time.Minute)
+}
+
+// requestSync sets the reconcile-request annotation to a new token.
+func requestSync(t testing.TB, gs *v1.GitSync) string {
+	t.Helper()
 	c := testcluster.Get(t).Client
 	token := strconv.FormatInt(time.Now().UnixNano()+requests.Add(1), 10)
 	cur := &v1.GitSync{}
@@ -93,21 +100,28 @@ func sync(t testing.TB, gs *v1.GitSync) *v1.GitSync {
 	if err := c.Patch(context.Background(), cur, patch); err != nil {
 		t.Fatal(err)
 	}
-	return waitHandled(t, gs, token)
+	return token
 }
 
-func waitHandled(t testing.TB, gs *v1.GitSync, token string) *v1.GitSync {
+// waitHandled waits up to timeout for the controller to finish the sync
+// the token asked for.
+func waitHandled(t testing.TB, gs *v1.GitSync, token string, timeout time.Duration) *v1.GitSync {
 	t.Helper()
 	c := testcluster.Get(t).Client
 	got := &v1.GitSync{}
-	testcluster.Eventually(t, "the sync request "+token, func() (bool, string) {
-		if err := c.Get(context.Background(), client.ObjectKeyFromObject(gs), got); err != nil {
-			return false, err.Error()
+	var seen string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(gs), got); err != nil {
+			seen = err.Error()
+			return false, nil
 		}
+		seen = fmt.Sprintf("handled %q, conditions %v", got.Status.LastHandledReconcileAt, got.Status.Conditions)
 		return got.Status.LastHandledReconcileAt == token && got.Status.ObservedGeneration == got.Generation &&
-				!conditions.Has(got, v1.ReconcilingCondition),
-			fmt.Sprintf("handled %q, conditions %v", got.Status.LastHandledReconcileAt, got.Status.Conditions)
+			!conditions.Has(got, v1.ReconcilingCondition), nil
 	})
+	if err != nil {
+		t.Fatalf("timed out after %s waiting for the sync request %s; last seen: %s", timeout, token, seen)
+	}
 	return got
 }
 

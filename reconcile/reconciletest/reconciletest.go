@@ -3,9 +3,13 @@
 package reconciletest
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -120,4 +124,31 @@ func Writes(since int, match func(Write) bool) []Write {
 // Main is TestMain for a package whose tests need controllers running.
 func Main(m *testing.M, setup func(ctrl.Manager) error) {
 	os.Exit(Run(m, setup))
+}
+
+// ReportPeakRSS reports the peak resident set size (VmHWM) of the process as
+// the benchmark metric peak-RSS-MiB: the process runs the reconciler
+// in-process, so it is an upper bound on the reconciler's own.
+func ReportPeakRSS(b *testing.B) {
+	mib, err := peakRSSMiB()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(mib, "peak-RSS-MiB")
+}
+
+func peakRSSMiB() (float64, error) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/self/status")
 }
