@@ -99,11 +99,11 @@ func tofuCLI(b *testing.B, root, work string) func(args ...string) time.Duration
 	if err := os.WriteFile(rc, []byte(override), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	dir, err := exec.Command(filepath.Join(root, "tools/build.sh"), "--print-bin", "tofu").Output()
+	dir, err := testcluster.ToolBin("tofu")
 	if err != nil {
-		b.Fatalf("tools/build.sh --print-bin tofu: %v", err)
+		b.Fatal(err)
 	}
-	tofu := filepath.Join(strings.TrimSpace(string(dir)), "tofu")
+	tofu := filepath.Join(dir, "tofu")
 	return func(args ...string) time.Duration {
 		cmd := exec.Command(tofu, append([]string{"-chdir=" + work}, args...)...)
 		cmd.Env = append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1")

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
@@ -42,15 +40,11 @@ func TestMain(m *testing.M) {
 // acceptance test is ever skipped for lack of it.
 func openTofuEnvironment() error {
 	if os.Getenv("TF_ACC_TERRAFORM_PATH") == "" {
-		root, err := testcluster.RepoRoot()
+		dir, err := testcluster.ToolBin("tofu")
 		if err != nil {
 			return err
 		}
-		out, err := exec.Command(filepath.Join(root, "tools/build.sh"), "--print-bin", "tofu").Output()
-		if err != nil {
-			return fmt.Errorf("tools/build.sh --print-bin tofu: %w", err)
-		}
-		os.Setenv("TF_ACC_TERRAFORM_PATH", filepath.Join(strings.TrimSpace(string(out)), "tofu"))
+		os.Setenv("TF_ACC_TERRAFORM_PATH", filepath.Join(dir, "tofu"))
 	}
 	// The user's CLI configuration (dev_overrides, mirrors) has no place in
 	// a test run: an empty one keeps it out.

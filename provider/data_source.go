@@ -6,7 +6,6 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
-	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
@@ -69,7 +68,7 @@ func (d *objectDataSource) Configure(_ context.Context, req datasource.Configure
 }
 
 func (d *objectDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	o, ok := dataObjects(d.clients, d.typeName, &resp.Diagnostics)
+	o, ok := newObjects(d.clients, d.typeName, &resp.Diagnostics)
 	if !ok {
 		return
 	}
@@ -94,10 +93,4 @@ func (d *objectDataSource) Read(ctx context.Context, req datasource.ReadRequest,
 		return
 	}
 	resp.State.Raw = v
-}
-
-// dataObjects is the client side of a data source.
-func dataObjects(clients *Clients, typeName string, diags *diag.Diagnostics) (objects, bool) {
-	r := objectResource{typeName: typeName, clients: clients}
-	return r.objects(diags)
 }

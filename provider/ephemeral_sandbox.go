@@ -114,7 +114,7 @@ func (e *ephemeralSandbox) Configure(_ context.Context, req ephemeral.ConfigureR
 func (e *ephemeralSandbox) Open(ctx context.Context, req ephemeral.OpenRequest, resp *ephemeral.OpenResponse) {
 	var m ephemeralSandboxModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	o, ok := dataObjects(e.clients, "sandbox", &resp.Diagnostics)
+	o, ok := newObjects(e.clients, "sandbox", &resp.Diagnostics)
 	if !ok || resp.Diagnostics.HasError() {
 		return
 	}
@@ -153,7 +153,7 @@ func (e *ephemeralSandbox) Close(ctx context.Context, req ephemeral.CloseRequest
 	if err := json.Unmarshal(data, &name); err != nil || name == "" {
 		return // Open failed before it created anything
 	}
-	o, ok := dataObjects(e.clients, "sandbox", &resp.Diagnostics)
+	o, ok := newObjects(e.clients, "sandbox", &resp.Diagnostics)
 	if !ok {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -31,6 +32,26 @@ type objects struct {
 	c            client.Client
 	kind         *kind
 	fieldManager string
+}
+
+// newObjects returns the client side of a resource or data source of a
+// type, or adds to diags why there is none.
+func newObjects(clients *Clients, typeName string, diags *diag.Diagnostics) (objects, bool) {
+	if clients == nil {
+		diags.AddError("Unconfigured Provider", "the agentsandbox provider was not configured before this operation")
+		return objects{}, false
+	}
+	k, err := kindOf(typeName)
+	if err != nil {
+		diags.AddError("Schema Error", err.Error())
+		return objects{}, false
+	}
+	c, err := clients.Client()
+	if err != nil {
+		diags.AddError("Kubernetes Client Error", err.Error())
+		return objects{}, false
+	}
+	return objects{c: c, kind: k, fieldManager: clients.FieldManager}, true
 }
 
 func (o objects) newObject(name string) *unstructured.Unstructured {

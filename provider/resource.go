@@ -85,7 +85,7 @@ func (r *objectResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 		"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
 	}
 	description := k.schema.Description + "\n\nApplied with server-side apply; destroy waits until the object and what it owns are gone."
-	waitDoc := "Wait after create and update until the " + k.noun + " is ready (" + readinessDoc[r.typeName] +
+	waitDoc := "Wait after create and update until the " + k.noun + " is ready (" + k.readyDoc +
 		"), within timeouts.create / timeouts.update. A stalled object fails the apply at once."
 	if k.waitOptIn {
 		waitDoc += " Off by default: the first sync needs a reachable Git server and credentials."
@@ -94,15 +94,6 @@ func (r *objectResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 		Optional: true, Computed: true, Default: booldefault.StaticBool(!k.waitOptIn), Description: waitDoc,
 	}
 	resp.Schema = schema.Schema{Description: description, Attributes: attrs}
-}
-
-// readinessDoc says what ready means, per type.
-var readinessDoc = map[string]string{
-	"node_pool": "Ready condition True: the RuntimeClass exists and a selected node is Ready",
-	"template":  "Ready condition True: the template is valid and its node pool exists",
-	"warm_pool": "status.ready_replicas equals spec.replicas",
-	"sandbox":   "Ready condition True, or phase Stopped when spec.state is Stopped",
-	"git_sync":  "Ready condition True: the revision is applied and what it declares is healthy",
 }
 
 func metadataAttribute(what string) schema.MapAttribute {
@@ -117,49 +108,11 @@ func (r *objectResource) Configure(_ context.Context, req resource.ConfigureRequ
 	r.clients = clientsFrom(req.ProviderData, &resp.Diagnostics)
 }
 
-// objects returns the client side of the resource, or adds why there is
-// none.
-func (r *objectResource) objects(diags *diag.Diagnostics) (objects, bool) {
-	if r.clients == nil {
-		diags.AddError("Unconfigured Provider", "the agentsandbox provider was not configured before this operation")
-		return objects{}, false
-	}
-	k, err := kindOf(r.typeName)
-	if err != nil {
-		diags.AddError("Schema Error", err.Error())
-		return objects{}, false
-	}
-	c, err := r.clients.Client()
-	if err != nil {
-		diags.AddError("Kubernetes Client Error", err.Error())
-		return objects{}, false
-	}
-	return objects{c: c, kind: k, fieldManager: r.clients.FieldManager}, true
-}
-
 func (r *objectResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var t timeouts.Value
-	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("timeouts"), &t)...)
-	timeout, diags := t.Create(ctx, defaultWriteTimeout)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	r.write(ctx, req.Plan, &resp.State, &resp.Diagnostics, true)
 }
 
 func (r *objectResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var t timeouts.Value
-	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("timeouts"), &t)...)
-	timeout, diags := t.Update(ctx, defaultWriteTimeout)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	r.write(ctx, req.Plan, &resp.State, &resp.Diagnostics, false)
 }
 
@@ -167,10 +120,20 @@ func (r *objectResource) Update(ctx context.Context, req resource.UpdateRequest,
 // the cluster holds. An object that was applied but did not become ready
 // is still recorded, so Terraform marks it tainted rather than losing it.
 func (r *objectResource) write(ctx context.Context, plan tfsdk.Plan, state *tfsdk.State, diags *diag.Diagnostics, create bool) {
-	o, ok := r.objects(diags)
-	if !ok {
+	var t timeouts.Value
+	diags.Append(plan.GetAttribute(ctx, path.Root("timeouts"), &t)...)
+	limit := t.Update
+	if create {
+		limit = t.Create
+	}
+	timeout, d := limit(ctx, defaultWriteTimeout)
+	diags.Append(d...)
+	o, ok := newObjects(r.clients, r.typeName, diags)
+	if !ok || diags.HasError() {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	attrs, ok := rootAttrs(plan.Raw, diags)
 	if !ok {
 		return
@@ -235,7 +198,7 @@ func (r *objectResource) record(live *unstructured.Unstructured, prior map[strin
 // Read refreshes the state from the cluster; an object deleted out of band
 // leaves the state, so the next plan creates it again.
 func (r *objectResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	o, ok := r.objects(&resp.Diagnostics)
+	o, ok := newObjects(r.clients, r.typeName, &resp.Diagnostics)
 	if !ok {
 		return
 	}
@@ -266,7 +229,7 @@ func (r *objectResource) Delete(ctx context.Context, req resource.DeleteRequest,
 	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("timeouts"), &t)...)
 	timeout, diags := t.Delete(ctx, defaultDeleteTimeout)
 	resp.Diagnostics.Append(diags...)
-	o, ok := r.objects(&resp.Diagnostics)
+	o, ok := newObjects(r.clients, r.typeName, &resp.Diagnostics)
 	if !ok || resp.Diagnostics.HasError() {
 		return
 	}

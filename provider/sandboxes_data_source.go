@@ -61,7 +61,7 @@ func (d *sandboxesDataSource) Configure(_ context.Context, req datasource.Config
 }
 
 func (d *sandboxesDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	o, ok := dataObjects(d.clients, "sandbox", &resp.Diagnostics)
+	o, ok := newObjects(d.clients, "sandbox", &resp.Diagnostics)
 	if !ok {
 		return
 	}

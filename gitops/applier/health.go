@@ -29,7 +29,7 @@ func (a *Applier) WaitHealthy(ctx context.Context, decls []declarations.Declarat
 	for {
 		// One list per kind a pass, not one read per object: a sync of
 		// thousands of objects checks them in a few requests.
-		live, err := a.listLive(ctx, pending)
+		live, err := a.ListLive(ctx, pending)
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("not healthy in time: %s", strings.Join(unchecked(pending), "; "))
@@ -39,7 +39,7 @@ func (a *Applier) WaitHealthy(ctx context.Context, decls []declarations.Declarat
 		var waiting []string
 		next := pending[:0]
 		for _, d := range pending {
-			obj, found := live[liveKey{d.Object.GroupVersionKind(), d.Object.GetName()}]
+			obj, found := live[KeyOf(d)]
 			if !found {
 				return fmt.Errorf("%s: %s %q is not on the cluster", d.Where(), d.Object.GetKind(), d.Object.GetName())
 			}
@@ -64,20 +64,26 @@ func (a *Applier) WaitHealthy(ctx context.Context, decls []declarations.Declarat
 	}
 }
 
-// liveKey names a live object.
-type liveKey struct {
-	gvk  schema.GroupVersionKind
-	name string
+// ObjectKey names a live object.
+type ObjectKey struct {
+	GVK  schema.GroupVersionKind
+	Name string
 }
 
-// listLive lists every kind the declarations use, straight from the API
-// server.
-func (a *Applier) listLive(ctx context.Context, decls []declarations.Declaration) (map[liveKey]*unstructured.Unstructured, error) {
+// KeyOf is the key of the object a declaration declares.
+func KeyOf(d declarations.Declaration) ObjectKey {
+	return ObjectKey{d.Object.GroupVersionKind(), d.Object.GetName()}
+}
+
+// ListLive lists every kind the declarations use, straight from the API
+// server (the client does not cache unstructured objects), so what it
+// returns includes changes made a moment ago.
+func (a *Applier) ListLive(ctx context.Context, decls []declarations.Declaration) (map[ObjectKey]*unstructured.Unstructured, error) {
 	kinds := map[schema.GroupVersionKind]bool{}
 	for _, d := range decls {
 		kinds[d.Object.GroupVersionKind()] = true
 	}
-	out := map[liveKey]*unstructured.Unstructured{}
+	out := map[ObjectKey]*unstructured.Unstructured{}
 	for gvk := range kinds {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
@@ -85,7 +91,7 @@ func (a *Applier) listLive(ctx context.Context, decls []declarations.Declaration
 			return nil, fmt.Errorf("failed to list %s: %w", gvk.Kind, err)
 		}
 		for i := range list.Items {
-			out[liveKey{gvk, list.Items[i].GetName()}] = &list.Items[i]
+			out[ObjectKey{gvk, list.Items[i].GetName()}] = &list.Items[i]
 		}
 	}
 	return out, nil

@@ -266,23 +266,33 @@ func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
 	return &unstructured.Unstructured{Object: m}, nil
 }
 
+// ToolBin returns the directory of a pinned tool's binaries (kube, tofu,
+// ...), building it with tools/build.sh if the cache does not have it yet.
+func ToolBin(tool string) (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	dir, err := exec.Command(filepath.Join(root, "tools", "build.sh"), "--print-bin", tool).Output()
+	if err != nil {
+		return "", fmt.Errorf("tools/build.sh --print-bin %s: %w", tool, err)
+	}
+	return strings.TrimSpace(string(dir)), nil
+}
+
 // Kubectl runs the kubectl built by tools/build.sh against the cluster and
 // returns its standard output; a failure fails the test with kubectl's
 // standard error.
 func (c *Cluster) Kubectl(t testing.TB, args ...string) string {
 	t.Helper()
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, err := exec.Command(filepath.Join(root, "tools", "build.sh"), "--print-bin", "kube").Output()
+	dir, err := ToolBin("kube")
 	if err != nil {
 		t.Fatalf("locating kubectl: %v", err)
 	}
 	// A private discovery cache: the shared one under ~/.kube/cache may
 	// predate the CRDs (a recreated cluster reuses host and port).
 	flags := []string{"--kubeconfig", c.Kubeconfig, "--cache-dir", t.TempDir()}
-	cmd := exec.Command(filepath.Join(strings.TrimSpace(string(dir)), "kubectl"), append(flags, args...)...)
+	cmd := exec.Command(filepath.Join(dir, "kubectl"), append(flags, args...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

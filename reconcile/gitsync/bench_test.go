@@ -3,7 +3,6 @@ package gitsync_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -72,33 +71,19 @@ func benchSync(b *testing.B, n int) {
 // benchKubectl applies files templates with kubectl's server-side apply,
 // as a pipeline without the reconciler would, then again unchanged.
 func benchKubectl(b *testing.B, files int) {
-	root, err := testcluster.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
 	dir := b.TempDir()
 	for name, content := range templateFiles(testcluster.Name("kubectl"), files) {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			b.Fatal(err)
 		}
 	}
-	bin, err := exec.Command(filepath.Join(root, "tools/build.sh"), "--print-bin", "kube").Output()
-	if err != nil {
-		b.Fatal(err)
-	}
+	cluster := testcluster.Get(b)
+	b.Cleanup(func() { cluster.Kubectl(b, "delete", "--wait=false", "-f", dir) })
 	apply := func() time.Duration {
 		start := time.Now()
-		cmd := exec.Command(filepath.Join(strings.TrimSpace(string(bin)), "kubectl"), "--kubeconfig", testcluster.Get(b).Kubeconfig,
-			"apply", "--server-side", "--field-manager", "bench-kubectl", "-f", dir)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("kubectl apply: %v\n%s", err, out)
-		}
+		cluster.Kubectl(b, "apply", "--server-side", "--field-manager", "bench-kubectl", "-f", dir)
 		return time.Since(start)
 	}
-	b.Cleanup(func() {
-		_ = exec.Command(filepath.Join(strings.TrimSpace(string(bin)), "kubectl"), "--kubeconfig", testcluster.Get(b).Kubeconfig,
-			"delete", "--wait=false", "-f", dir).Run()
-	})
 	first, again := apply(), apply()
 	objects := float64(files * 10)
 	b.ReportMetric(first.Seconds(), "converge-s")

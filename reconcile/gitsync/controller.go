@@ -63,12 +63,10 @@ const DefaultSecretNamespace = "agentsandbox-system"
 // Reconciler reconciles GitSyncs.
 type Reconciler struct {
 	client.Client
-	// apiReader reads past the cache: the credentials Secret (a cache
-	// would need list and watch on every Secret, and this controller may
-	// only get the Secrets of its own namespace), and the metadata of the
-	// declared objects before a resync (a hand edit made just before a
-	// requested sync must be seen).
-	apiReader client.Reader
+	// secrets reads the credentials Secret directly: a cache would need
+	// list and watch on every Secret, and this controller may only get the
+	// Secrets of its own namespace.
+	secrets   client.Reader
 	recorder  recorder.EventRecorder
 	applier   *applier.Applier
 	namespace string
@@ -95,7 +93,7 @@ func NewReconciler(mgr ctrl.Manager) *Reconciler {
 	}
 	return &Reconciler{
 		Client:    mgr.GetClient(),
-		apiReader: mgr.GetAPIReader(),
+		secrets:   mgr.GetAPIReader(),
 		recorder:  mgr.GetEventRecorder("gitsync-controller"),
 		applier:   applier.New(mgr.GetClient()),
 		namespace: ns,
@@ -297,7 +295,7 @@ func (r *Reconciler) auth(ctx context.Context, gs *v1.GitSync) (transport.AuthMe
 	}
 	key := types.NamespacedName{Namespace: r.namespace, Name: gs.Spec.SecretRef.Name}
 	secret := &corev1.Secret{}
-	if err := r.apiReader.Get(ctx, key, secret); err != nil {
+	if err := r.secrets.Get(ctx, key, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("spec.secretRef: secret %s not found", key)
 		}

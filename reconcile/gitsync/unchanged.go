@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"maps"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/applier"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
 )
 
@@ -30,21 +29,11 @@ type appliedObject struct {
 // restarted reconciler starts empty and checks everything once.
 type appliedMemo map[types.UID]map[string]appliedObject
 
-// objectKey names a live object.
-type objectKey struct {
-	gvk  schema.GroupVersionKind
-	name string
-}
-
-func keyOf(d declarations.Declaration) objectKey {
-	return objectKey{d.Object.GroupVersionKind(), d.Object.GetName()}
-}
-
 // changed returns the declarations a sync must validate and apply: new or
 // edited ones, and those whose object's generation moved, that lost a
-// declared label or annotation, or that are gone. The objects' metadata is
-// listed from the API server, one request per kind, not from the cache: a
-// hand edit made just before a requested sync must be seen.
+// declared label or annotation, or that are gone. The objects are listed
+// from the API server, one request per kind, not from the cache: a hand
+// edit made just before a requested sync must be seen.
 func (r *Reconciler) changed(ctx context.Context, uid types.UID, decls []declarations.Declaration) ([]declarations.Declaration, error) {
 	r.mu.Lock()
 	memo := maps.Clone(r.applied[uid])
@@ -52,20 +41,20 @@ func (r *Reconciler) changed(ctx context.Context, uid types.UID, decls []declara
 	if len(memo) == 0 {
 		return decls, nil
 	}
-	live, err := r.liveMetadata(ctx, decls)
+	live, err := r.applier.ListLive(ctx, decls)
 	if err != nil {
 		return nil, err
 	}
 	var out []declarations.Declaration
 	for _, d := range decls {
 		was, ok := memo[declarations.ID(d.Object)]
-		obj, exists := live[keyOf(d)]
+		obj, exists := live[applier.KeyOf(d)]
 		fp, err := fingerprint(d)
 		if err != nil {
 			return nil, err
 		}
-		if ok && exists && was.fingerprint == fp && was.generation == obj.Generation &&
-			contains(obj.Labels, d.Object.GetLabels()) && contains(obj.Annotations, d.Object.GetAnnotations()) {
+		if ok && exists && was.fingerprint == fp && was.generation == obj.GetGeneration() &&
+			contains(obj.GetLabels(), d.Object.GetLabels()) && contains(obj.GetAnnotations(), d.Object.GetAnnotations()) {
 			continue
 		}
 		out = append(out, d)
@@ -75,13 +64,13 @@ func (r *Reconciler) changed(ctx context.Context, uid types.UID, decls []declara
 
 // remember records every declared object after a successful sync.
 func (r *Reconciler) remember(ctx context.Context, uid types.UID, decls []declarations.Declaration) error {
-	live, err := r.liveMetadata(ctx, decls)
+	live, err := r.applier.ListLive(ctx, decls)
 	if err != nil {
 		return err
 	}
 	memo := make(map[string]appliedObject, len(decls))
 	for _, d := range decls {
-		obj, ok := live[keyOf(d)]
+		obj, ok := live[applier.KeyOf(d)]
 		if !ok {
 			continue
 		}
@@ -89,7 +78,7 @@ func (r *Reconciler) remember(ctx context.Context, uid types.UID, decls []declar
 		if err != nil {
 			return err
 		}
-		memo[declarations.ID(d.Object)] = appliedObject{fingerprint: fp, generation: obj.Generation}
+		memo[declarations.ID(d.Object)] = appliedObject{fingerprint: fp, generation: obj.GetGeneration()}
 	}
 	r.mu.Lock()
 	r.applied[uid] = memo
@@ -102,26 +91,6 @@ func (r *Reconciler) forget(uid types.UID) {
 	r.mu.Lock()
 	delete(r.applied, uid)
 	r.mu.Unlock()
-}
-
-// liveMetadata lists the metadata of every kind the declarations use.
-func (r *Reconciler) liveMetadata(ctx context.Context, decls []declarations.Declaration) (map[objectKey]*metav1.PartialObjectMetadata, error) {
-	kinds := map[schema.GroupVersionKind]bool{}
-	for _, d := range decls {
-		kinds[d.Object.GroupVersionKind()] = true
-	}
-	out := map[objectKey]*metav1.PartialObjectMetadata{}
-	for gvk := range kinds {
-		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := r.apiReader.List(ctx, list); err != nil {
-			return nil, fmt.Errorf("failed to list %s: %w", gvk.Kind, err)
-		}
-		for i := range list.Items {
-			out[objectKey{gvk, list.Items[i].Name}] = &list.Items[i]
-		}
-	}
-	return out, nil
 }
 
 func fingerprint(d declarations.Declaration) ([sha256.Size]byte, error) {
