@@ -123,6 +123,9 @@ func BenchmarkWarmPoolFill1000(b *testing.B) {
 		if err := c.Create(ctx, tpl); err != nil {
 			b.Fatal(err)
 		}
+		// Deleting 1,000 namespaces takes the namespace controller a while;
+		// the cluster finishes it after the benchmark.
+		b.Cleanup(func() { _ = c.Delete(context.Background(), tpl) })
 		pool := &v1.WarmPool{
 			ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("fill")},
 			Spec:       v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: tpl.Name}, Replicas: ptr.To(int32(size))},
@@ -132,6 +135,7 @@ func BenchmarkWarmPoolFill1000(b *testing.B) {
 		if err := c.Create(ctx, pool); err != nil {
 			b.Fatal(err)
 		}
+		b.Cleanup(func() { _ = c.Delete(context.Background(), pool) })
 		for deadline := start.Add(10 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(pool), pool); err == nil && pool.Status.ReadyReplicas == size {
 				break
@@ -143,9 +147,5 @@ func BenchmarkWarmPoolFill1000(b *testing.B) {
 		b.ReportMetric(time.Since(start).Seconds(), "fill-s")
 		b.ReportMetric(float64(reconciletest.WriteCount()-writes)/size, "writes/member")
 		reconciletest.ReportPeakRSS(b)
-		// Deleting 1,000 namespaces takes the namespace controller minutes;
-		// the cluster finishes it after the benchmark.
-		_ = c.Delete(ctx, pool)
-		_ = c.Delete(ctx, tpl)
 	}
 }

@@ -44,7 +44,7 @@ log "go test ./... (cluster started by this run: ${started})"
 # reconciler in-process without leader election, and two reconcilers acting
 # on the same objects at once is not how it runs in a cluster.
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
-go test ${GO_TEST_FLAGS:--count=1 -p 1 -timeout 30m} ./...
+go test ${GO_TEST_FLAGS:--count=1 -p 1 -timeout 45m} ./...
 log "fuzzing the GitSync declaration decoder for ${FUZZTIME:=30s}"
 make --no-print-directory fuzz FUZZTIME="${FUZZTIME}"
 log "all tests passed in $((SECONDS - start))s"

@@ -46,19 +46,27 @@ func memberBlueprint(pool *v1.WarmPool, namespace string, tpl *v1.SandboxTemplat
 // start. An empty namespace means: wait for a member.
 func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res resolved) (namespace string, justClaimed bool, err error) {
 	if sbx.Status.Namespace != "" {
+		r.claims.Delete(sbx.Name)
 		return sbx.Status.Namespace, false, nil
 	}
-	// A claim whose status write was lost (a crash, a conflict) or that the
-	// cache has not caught up with is found by the label the claim put on the
-	// namespace, read from the API server rather than the cache, so a
-	// sandbox never claims a second member.
+	// A claim whose status write was lost (a crash, a conflict) is found by
+	// the label the claim put on the namespace; one the cache has not caught
+	// up with yet, by what this process remembers claiming. A new process
+	// starts from a fresh list, which shows every claim made before it, so
+	// together they keep a sandbox from claiming a second member without a
+	// read past the cache on the claim path.
+	if c, ok := r.claims.Load(sbx.Name); ok && c.(memberClaim).sandbox == sbx.UID {
+		ns := c.(memberClaim).namespace
+		recoverLaunch(sbx, ns)
+		return ns.Name, false, nil
+	}
 	mine := &corev1.NamespaceList{}
-	if err := r.apiReader.List(ctx, mine, client.MatchingLabels{v1.LabelSandbox: sbx.Name}); err != nil {
+	if err := r.List(ctx, mine, client.MatchingLabels{v1.LabelSandbox: sbx.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return "", false, fmt.Errorf("failed to list namespaces of sandbox %s: %w", sbx.Name, err)
 	}
-	for _, ns := range mine.Items {
-		if metav1.IsControlledBy(&ns, sbx) {
-			recoverLaunch(sbx, &ns)
+	for i := range mine.Items {
+		if ns := &mine.Items[i]; metav1.IsControlledBy(ns, sbx) {
+			recoverLaunch(sbx, ns)
 			return ns.Name, false, nil
 		}
 	}
@@ -89,9 +97,16 @@ func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res reso
 // pool to the sandbox. Two claims racing for one member cannot both win the
 // update; the loser tries the next member.
 func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (string, error) {
-	candidates, err := r.readyMembers(ctx, res)
+	members, err := Members(ctx, r.Client, res.warmPool)
 	if err != nil {
 		return "", err
+	}
+	var candidates []*corev1.Namespace
+	for _, m := range members {
+		stale := res.warmPool.Spec.UpdateStrategy.Type == v1.RecreateUpdateStrategy && m.Namespace.Labels[v1.LabelTemplateHash] != res.template.Status.ContentHash
+		if m.Ready && !stale {
+			candidates = append(candidates, m.Namespace)
+		}
 	}
 	// Concurrent claims start at different members (by a hash of the
 	// sandbox name) instead of all racing for the oldest.
@@ -119,12 +134,36 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 			continue // another claim won this member, or the pool removed it
 		}
 		if err != nil {
-			return "", fmt.Errorf("failed to claim member %s: %w", ns.Name, err)
+			// The update may have landed although its answer was lost;
+			// a later pass must then find it, not claim another.
+			if landed := r.claimLanded(ctx, sbx, ns.Name); landed != nil {
+				claimed = landed
+			} else {
+				return "", fmt.Errorf("failed to claim member %s: %w", ns.Name, err)
+			}
 		}
+		r.claims.Store(sbx.Name, memberClaim{sandbox: sbx.UID, namespace: claimed})
 		sbx.Status.LaunchType, sbx.Status.LaunchMessage, sbx.Status.ClaimedAt = v1.LaunchWarm, "", &now
 		return claimed.Name, nil
 	}
 	return "", nil
+}
+
+// memberClaim is a member namespace, as the claim wrote it, and the sandbox
+// that claimed it.
+type memberClaim struct {
+	sandbox   types.UID
+	namespace *corev1.Namespace
+}
+
+// claimLanded reads the member past the cache and returns it when it is
+// the sandbox's.
+func (r *Reconciler) claimLanded(ctx context.Context, sbx *v1.Sandbox, name string) *corev1.Namespace {
+	ns := &corev1.Namespace{}
+	if err := r.apiReader.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil || !metav1.IsControlledBy(ns, sbx) {
+		return nil
+	}
+	return ns
 }
 
 // recoverLaunch fills in how a sandbox was launched when the status that
@@ -148,37 +187,50 @@ func recoverLaunch(sbx *v1.Sandbox, ns *corev1.Namespace) {
 	}
 }
 
-// readyMembers lists the pool's unclaimed members whose pod is Ready, oldest
-// first. Under the Recreate strategy a member built from an older template
-// is not handed out.
-func (r *Reconciler) readyMembers(ctx context.Context, res resolved) ([]corev1.Namespace, error) {
-	list := &corev1.NamespaceList{}
-	if err := r.List(ctx, list, client.MatchingLabels{
-		v1.LabelWarmPool: res.warmPool.Name, v1.LabelMember: v1.MemberAvailable,
+// Member is an unclaimed member of a warm pool as the cache shows it. The
+// namespace is the cache's own object, not a copy: read it, and DeepCopy
+// it before changing it.
+type Member struct {
+	Namespace *corev1.Namespace
+	// Complete is false while the member's pod does not exist (its build
+	// was cut short, or the cache has not shown it yet).
+	Complete bool
+	Ready    bool
+}
+
+// Members lists the pool's unclaimed members that are not being deleted.
+// Claims and the pool's own passes look at every member of pools of
+// hundreds, so the cache is read without copying, with one list of the
+// pool's pods instead of a read per member.
+func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member, error) {
+	namespaces := &corev1.NamespaceList{}
+	if err := c.List(ctx, namespaces, client.UnsafeDisableDeepCopy, client.MatchingLabels{
+		v1.LabelWarmPool: pool.Name, v1.LabelMember: v1.MemberAvailable,
 	}); err != nil {
-		return nil, fmt.Errorf("failed to list members of WarmPool %s: %w", res.warmPool.Name, err)
+		return nil, fmt.Errorf("failed to list members of WarmPool %s: %w", pool.Name, err)
 	}
-	var ready []corev1.Namespace
-	for _, ns := range list.Items {
-		if ns.DeletionTimestamp != nil || !metav1.IsControlledBy(&ns, res.warmPool) {
-			continue
-		}
-		if res.warmPool.Spec.UpdateStrategy.Type == v1.RecreateUpdateStrategy && ns.Labels[v1.LabelTemplateHash] != res.template.Status.ContentHash {
-			continue
-		}
-		pod := &corev1.Pod{}
-		if err := r.Get(ctx, types.NamespacedName{Namespace: ns.Name, Name: PodName}, pod); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return nil, err
-		}
-		if PodReady(pod) {
-			ready = append(ready, ns)
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.UnsafeDisableDeepCopy, client.MatchingLabels{v1.LabelWarmPool: pool.Name}); err != nil {
+		return nil, fmt.Errorf("failed to list pods of WarmPool %s: %w", pool.Name, err)
+	}
+	podOf := make(map[string]*corev1.Pod, len(pods.Items))
+	for i := range pods.Items {
+		if pods.Items[i].Name == PodName {
+			podOf[pods.Items[i].Namespace] = &pods.Items[i]
 		}
 	}
-	sort.Slice(ready, func(i, j int) bool {
-		return ready[i].CreationTimestamp.Before(&ready[j].CreationTimestamp)
+	members := make([]Member, 0, len(namespaces.Items))
+	for i := range namespaces.Items {
+		ns := &namespaces.Items[i]
+		if ns.DeletionTimestamp != nil || !metav1.IsControlledBy(ns, pool) {
+			continue
+		}
+		pod := podOf[ns.Name]
+		members = append(members, Member{Namespace: ns, Complete: pod != nil, Ready: pod != nil && PodReady(pod)})
+	}
+	// Oldest first: a pool trims the newest, and claims spread from there.
+	sort.Slice(members, func(i, j int) bool {
+		return members[i].Namespace.CreationTimestamp.Before(&members[j].Namespace.CreationTimestamp)
 	})
-	return ready, nil
+	return members, nil
 }

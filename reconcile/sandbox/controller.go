@@ -56,6 +56,10 @@ type Reconciler struct {
 	// yet computes the same status again; comparing with what was written
 	// saves the repeated patch (the warm claim budget counts it).
 	written sync.Map
+	// claims holds, by sandbox name, the memberClaim this process made for
+	// it until the sandbox's status names the namespace: the claim's own
+	// write may not be in the cache yet.
+	claims sync.Map
 }
 
 // NewReconciler returns a Reconciler with the default blocked ranges.
@@ -79,7 +83,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Namespace{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.sandboxOfPod)).
 		Watches(&v1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesOfTemplate)).
-		Watches(&v1.WarmPool{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesBy(index.SandboxWarmPool))).
+		// A pool's status changes with every claim and refill; only the
+		// sandboxes still waiting to be placed care.
+		Watches(&v1.WarmPool{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesBy(index.SandboxWarmPool, unplaced))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: ConcurrentReconciles}).
 		Complete(r)
 }
@@ -108,11 +114,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Get(ctx, req.NamespacedName, sbx); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.written.Delete(req.Name)
+			r.claims.Delete(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !sbx.DeletionTimestamp.IsZero() {
 		r.written.Delete(sbx.Name)
+		r.claims.Delete(sbx.Name)
 		// The namespace and everything in it go by garbage collection.
 		return ctrl.Result{}, nil
 	}
@@ -410,29 +418,39 @@ func (r *Reconciler) sandboxOfPod(ctx context.Context, pod client.Object) []reco
 // sandboxesOfTemplate finds the sandboxes a template change concerns: those
 // naming it and those of the warm pools built from it.
 func (r *Reconciler) sandboxesOfTemplate(ctx context.Context, tpl client.Object) []reconcile.Request {
-	reqs := r.sandboxesBy(index.SandboxTemplate)(ctx, tpl)
+	reqs := r.sandboxesBy(index.SandboxTemplate, everySandbox)(ctx, tpl)
 	pools := &v1.WarmPoolList{}
 	if err := r.List(ctx, pools, client.MatchingFields{index.WarmPoolTemplate: tpl.GetName()}); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "failed to list warm pools", "template", tpl.GetName())
 		return reqs
 	}
 	for i := range pools.Items {
-		reqs = append(reqs, r.sandboxesBy(index.SandboxWarmPool)(ctx, &pools.Items[i])...)
+		reqs = append(reqs, r.sandboxesBy(index.SandboxWarmPool, everySandbox)(ctx, &pools.Items[i])...)
 	}
 	return reqs
 }
 
-func (r *Reconciler) sandboxesBy(field string) handler.MapFunc {
+// sandboxesBy maps an object to the sandboxes that name it in the indexed
+// field and that match.
+func (r *Reconciler) sandboxesBy(field string, match func(*v1.Sandbox) bool) handler.MapFunc {
 	return func(ctx context.Context, obj client.Object) []reconcile.Request {
 		list := &v1.SandboxList{}
-		if err := r.List(ctx, list, client.MatchingFields{field: obj.GetName()}); err != nil {
+		if err := r.List(ctx, list, client.MatchingFields{field: obj.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 			ctrl.LoggerFrom(ctx).Error(err, "failed to list sandboxes", "index", field, "name", obj.GetName())
 			return nil
 		}
 		reqs := make([]reconcile.Request, 0, len(list.Items))
-		for _, s := range list.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: s.Name}})
+		for i := range list.Items {
+			if match(&list.Items[i]) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
+			}
 		}
 		return reqs
 	}
 }
+
+// everySandbox matches every sandbox.
+func everySandbox(*v1.Sandbox) bool { return true }
+
+// unplaced tells a sandbox that has no namespace yet.
+func unplaced(s *v1.Sandbox) bool { return s.Status.Namespace == "" }

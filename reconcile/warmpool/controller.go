@@ -16,6 +16,7 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +39,17 @@ const (
 	ReasonFilling          = "Filling"
 	ReasonTemplateNotReady = "TemplateNotReady"
 )
+
+// concurrentBuilds bounds how many members one pass builds at once. Each
+// build is a handful of creates in order; a pool filling from empty needs
+// many in flight to use the API server's write capacity rather than its
+// latency, and a bound keeps one pass from sending hundreds at once.
+const concurrentBuilds = 32
+
+// buildsPerPass bounds the members one pass creates, so a pool filling from
+// empty reports its progress in status every few hundred members rather
+// than once at the end.
+const buildsPerPass = 200
 
 // memberPrefix starts every member namespace name, so they are told apart
 // from the namespaces of cold-started sandboxes.
@@ -113,7 +125,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	pool.Status.TemplateHash = tpl.Status.ContentHash
 
-	members, err := r.members(ctx, pool)
+	members, err := sandbox.Members(ctx, r.Client, pool)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -122,31 +134,50 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	for _, m := range drop {
 		// Conditional on the resourceVersion the cache saw: a member a
 		// Sandbox claimed meanwhile has changed and is not deleted.
-		rv := m.ns.ResourceVersion
-		err := r.Delete(ctx, &m.ns, client.Preconditions{UID: &m.ns.UID, ResourceVersion: &rv})
+		ns := m.Namespace.DeepCopy()
+		err := r.Delete(ctx, ns, client.Preconditions{UID: &ns.UID, ResourceVersion: &ns.ResourceVersion})
 		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-			return ctrl.Result{}, fmt.Errorf("failed to delete member %s: %w", m.ns.Name, err)
+			return ctrl.Result{}, fmt.Errorf("failed to delete member %s: %w", ns.Name, err)
 		}
 	}
-	seen := map[string]bool{}
-	for _, m := range members {
-		seen[m.ns.Name] = true
-	}
-	for i := len(keep) + r.expected.unseen(pool.Name, seen); i < want; i++ {
-		if err := r.createMember(ctx, pool, tpl, nodePool); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	// A member whose creation was cut short (a crash, a failed write) gets
-	// its missing objects.
-	for _, m := range keep {
-		if !m.complete {
-			if err := r.createAll(ctx, sandbox.MemberObjects(pool, m.ns.Name, tpl, nodePool, r.BlockedEgress)[1:]); err != nil {
-				return ctrl.Result{}, fmt.Errorf("failed to complete member %s: %w", m.ns.Name, err)
+	unseen, inFlight := r.expected.observe(pool.Name, members)
+	missing := want - len(keep) - unseen
+	// Builds are independent: one that fails (the namespace's default
+	// ServiceAccount not there yet, say) leaves its member incomplete for a
+	// later pass and does not cut the others short.
+	var builds errgroup.Group
+	builds.SetLimit(concurrentBuilds)
+	build := func(name string, objs []client.Object) {
+		r.expected.building(pool.Name, name)
+		builds.Go(func() error {
+			if err := r.createAll(ctx, objs); err != nil {
+				r.expected.failed(pool.Name, name)
+				return fmt.Errorf("failed to build member %s: %w", name, err)
 			}
+			return nil
+		})
+	}
+	for i := 0; i < min(missing, buildsPerPass); i++ {
+		name := memberName(pool.Name)
+		build(name, sandbox.MemberObjects(pool, name, tpl, nodePool, r.BlockedEgress))
+	}
+	// A member whose build was cut short (a crash, a failed write) gets its
+	// missing objects; creating one that exists is a no-op.
+	for _, m := range keep {
+		if !m.Complete && !inFlight[m.Namespace.Name] {
+			build(m.Namespace.Name, sandbox.MemberObjects(pool, m.Namespace.Name, tpl, nodePool, r.BlockedEgress)[1:])
 		}
 	}
 	setStatus(pool, keep, want)
+	if err := builds.Wait(); err != nil {
+		return ctrl.Result{}, err // the first of them; the others are alike
+	}
+	// A pass that left members to build is followed by the next as the
+	// watch shows the ones it created; builds the cache never shows are
+	// given up after expectationTTL, and a pass then must look again.
+	if unseen > 0 || missing > 0 {
+		return ctrl.Result{RequeueAfter: expectationTTL}, nil
+	}
 	return ctrl.Result{}, nil
 }
 
@@ -177,66 +208,28 @@ func (r *Reconciler) template(ctx context.Context, pool *v1.WarmPool) (*v1.Sandb
 	return tpl, nil, "", nil
 }
 
-// member is one unclaimed member as the cache shows it.
-type member struct {
-	ns       corev1.Namespace
-	ready    bool
-	complete bool
-}
-
-func (r *Reconciler) members(ctx context.Context, pool *v1.WarmPool) ([]member, error) {
-	list := &corev1.NamespaceList{}
-	if err := r.List(ctx, list, client.MatchingLabels{v1.LabelWarmPool: pool.Name, v1.LabelMember: v1.MemberAvailable}); err != nil {
-		return nil, fmt.Errorf("failed to list members: %w", err)
-	}
-	var out []member
-	for _, ns := range list.Items {
-		if ns.DeletionTimestamp != nil || !metav1.IsControlledBy(&ns, pool) {
-			continue
-		}
-		pod := &corev1.Pod{}
-		err := r.Get(ctx, types.NamespacedName{Namespace: ns.Name, Name: sandbox.PodName}, pod)
-		if client.IgnoreNotFound(err) != nil {
-			return nil, err
-		}
-		out = append(out, member{ns: ns, complete: err == nil, ready: err == nil && sandbox.PodReady(pod)})
-	}
-	return out, nil
-}
-
 // plan chooses the members to keep and to delete: stale members go at once
 // under Recreate; beyond the wanted count, unready members go first, then
 // the newest.
-func plan(members []member, want int, strategy v1.WarmPoolUpdateStrategyType, hash string) (keep, drop []member) {
+func plan(members []sandbox.Member, want int, strategy v1.WarmPoolUpdateStrategyType, hash string) (keep, drop []sandbox.Member) {
 	for _, m := range members {
-		if strategy == v1.RecreateUpdateStrategy && m.ns.Labels[v1.LabelTemplateHash] != hash {
+		if strategy == v1.RecreateUpdateStrategy && m.Namespace.Labels[v1.LabelTemplateHash] != hash {
 			drop = append(drop, m)
 		} else {
 			keep = append(keep, m)
 		}
 	}
 	sort.SliceStable(keep, func(i, j int) bool {
-		if keep[i].ready != keep[j].ready {
-			return keep[i].ready
+		if keep[i].Ready != keep[j].Ready {
+			return keep[i].Ready
 		}
-		return keep[i].ns.CreationTimestamp.Before(&keep[j].ns.CreationTimestamp)
+		return keep[i].Namespace.CreationTimestamp.Before(&keep[j].Namespace.CreationTimestamp)
 	})
 	if len(keep) > want {
 		drop = append(drop, keep[want:]...)
 		keep = keep[:want]
 	}
 	return keep, drop
-}
-
-// createMember creates a member's namespace and objects. Each is a create:
-// the name is new, so there is nothing to compare with.
-func (r *Reconciler) createMember(ctx context.Context, pool *v1.WarmPool, tpl *v1.SandboxTemplate, nodePool *v1.NodePool) error {
-	name := memberName(pool.Name)
-	r.expected.created(pool.Name, name)
-	if err := r.createAll(ctx, sandbox.MemberObjects(pool, name, tpl, nodePool, r.BlockedEgress)); err != nil {
-		return fmt.Errorf("failed to create member %s: %w", name, err)
-	}
-	return nil
 }
 
 // createAll creates the objects in order; one that exists already (created
@@ -271,10 +264,10 @@ func memberName(pool string) string {
 	return prefix + "-" + hex.EncodeToString(b)
 }
 
-func setStatus(pool *v1.WarmPool, keep []member, want int) {
+func setStatus(pool *v1.WarmPool, keep []sandbox.Member, want int) {
 	ready := 0
 	for _, m := range keep {
-		if m.ready {
+		if m.Ready {
 			ready++
 		}
 	}
