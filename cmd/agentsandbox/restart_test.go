@@ -195,4 +195,3 @@ func TestReconcilerSurvivesSIGKILL(t *testing.T) {
 	}
 	deleteAndWaitGone(t, c, sandboxes)
 }
-
