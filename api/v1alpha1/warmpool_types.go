@@ -73,8 +73,8 @@ type WarmPoolStatus struct {
 	// ReadyReplicas is the number of members ready to be claimed.
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas"`
-	// Selector is the label selector of the members, for the /scale
-	// subresource.
+	// Selector is the label selector of the unclaimed members' namespaces,
+	// for the /scale subresource.
 	// +optional
 	Selector string `json:"selector,omitempty"`
 	// TemplateHash is the template content hash current members are built

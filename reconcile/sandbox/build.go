@@ -303,8 +303,12 @@ func (b blueprint) pod() *corev1.Pod {
 		}
 		container.Ports = append(container.Ports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.ContainerPort, Protocol: proto})
 	}
+	// The member label lives on the namespace only: a claim relabels the
+	// namespace in its one write, and a copy on the pod would go stale.
+	labels := maps.Clone(b.labels)
+	delete(labels, v1.LabelMember)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: PodName, Namespace: b.namespace, Labels: b.labels},
+		ObjectMeta: metav1.ObjectMeta{Name: PodName, Namespace: b.namespace, Labels: labels},
 		Spec: corev1.PodSpec{
 			AutomountServiceAccountToken:  ptr.To(false),
 			EnableServiceLinks:            ptr.To(false),

@@ -46,7 +46,7 @@ func memberBlueprint(pool *v1.WarmPool, namespace string, tpl *v1.SandboxTemplat
 // start. An empty namespace means: wait for a member.
 func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res resolved) (namespace string, justClaimed bool, err error) {
 	if sbx.Status.Namespace != "" {
-		r.claims.Delete(sbx.Name)
+		r.forgetClaim(sbx.Name)
 		return sbx.Status.Namespace, false, nil
 	}
 	// A claim whose status write was lost (a crash, a conflict) is found by
@@ -116,8 +116,12 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 		_, _ = h.Write([]byte(sbx.Name))
 		start = int(h.Sum32() % uint32(len(candidates)))
 	}
-	for i := 0; i < len(candidates) && i < claimAttempts; i++ {
+	for i, attempts := 0, 0; i < len(candidates) && attempts < claimAttempts; i++ {
 		ns := candidates[(start+i)%len(candidates)]
+		if _, busy := r.taken.LoadOrStore(ns.Name, sbx.Name); busy {
+			continue
+		}
+		attempts++
 		claimed := ns.DeepCopy()
 		claimed.Labels[v1.LabelMember] = v1.MemberClaimed
 		claimed.Labels[v1.LabelSandbox] = sbx.Name
@@ -131,6 +135,7 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 		claimed.OwnerReferences = []metav1.OwnerReference{controllerRef("Sandbox", sbx)}
 		err := r.Update(ctx, claimed)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			r.taken.Delete(ns.Name)
 			continue // another claim won this member, or the pool removed it
 		}
 		if err != nil {
@@ -139,6 +144,7 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 			if landed := r.claimLanded(ctx, sbx, ns.Name); landed != nil {
 				claimed = landed
 			} else {
+				r.taken.Delete(ns.Name)
 				return "", fmt.Errorf("failed to claim member %s: %w", ns.Name, err)
 			}
 		}
@@ -147,6 +153,14 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 		return claimed.Name, nil
 	}
 	return "", nil
+}
+
+// forgetClaim drops what the process remembers of a sandbox's claim once
+// its status names the member, or it is gone.
+func (r *Reconciler) forgetClaim(sandbox string) {
+	if c, ok := r.claims.LoadAndDelete(sandbox); ok {
+		r.taken.Delete(c.(memberClaim).namespace.Name)
+	}
 }
 
 // memberClaim is a member namespace, as the claim wrote it, and the sandbox

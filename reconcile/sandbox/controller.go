@@ -60,6 +60,11 @@ type Reconciler struct {
 	// it until the sandbox's status names the namespace: the claim's own
 	// write may not be in the cache yet.
 	claims sync.Map
+	// taken holds the names of the members this process is claiming or has
+	// claimed until the claim is settled, so concurrent claims of the same
+	// pool skip them instead of losing a conditional update to a member the
+	// cache still shows free.
+	taken sync.Map
 }
 
 // NewReconciler returns a Reconciler with the default blocked ranges.
@@ -114,13 +119,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Get(ctx, req.NamespacedName, sbx); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.written.Delete(req.Name)
-			r.claims.Delete(req.Name)
+			r.forgetClaim(req.Name)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !sbx.DeletionTimestamp.IsZero() {
 		r.written.Delete(sbx.Name)
-		r.claims.Delete(sbx.Name)
+		r.forgetClaim(sbx.Name)
 		// The namespace and everything in it go by garbage collection.
 		return ctrl.Result{}, nil
 	}

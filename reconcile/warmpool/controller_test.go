@@ -3,6 +3,8 @@ package warmpool_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
 )
 
 func TestMain(m *testing.M) {
@@ -188,4 +191,83 @@ func TestBrokenTemplateGivesAClearCondition(t *testing.T) {
 		cond := conditions.Get(got, v1.ReadyCondition)
 		return cond != nil && cond.Reason == "TemplateNotReady" && strings.Contains(cond.Message, `"no-such-template" does not exist`), fmt.Sprint(cond)
 	})
+	// A claim against the pool says the same, and waits rather than fails.
+	sbx := &v1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("claim")},
+		Spec:       v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: pool.Name}, Owner: "alice@example.com"},
+	}
+	create(t, c, sbx)
+	testcluster.Eventually(t, "the claim's Ready=False naming the template", func() (bool, string) {
+		got := &v1.Sandbox{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(sbx), got); err != nil {
+			return false, err.Error()
+		}
+		cond := conditions.Get(got, v1.ReadyCondition)
+		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == sandbox.ReasonTemplateNotFound &&
+			strings.Contains(cond.Message, `SandboxTemplate "no-such-template" does not exist`) && conditions.IsReconciling(got), fmt.Sprint(cond)
+	})
+}
+
+// TestUnschedulableMembersAreHeld points a pool at a node pool no node
+// matches: its members stay, Pending, instead of being deleted and built
+// again, and the pool says how many are Ready.
+func TestUnschedulableMembersAreHeld(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	nodePool := &v1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("nowhere")},
+		Spec: v1.NodePoolSpec{
+			RuntimeHandler: "runsc",
+			NodeSelector:   map[string]string{"agentsandbox.dev/node-group": testcluster.Name("no-such-group")},
+		},
+	}
+	create(t, c, nodePool)
+	tpl := &v1.SandboxTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("tpl")},
+		Spec:       v1.SandboxTemplateSpec{Image: "python:3.12", NodePoolRef: &v1.LocalObjectReference{Name: nodePool.Name}},
+	}
+	create(t, c, tpl)
+	pool := &v1.WarmPool{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("pool")},
+		Spec:       v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: tpl.Name}, Replicas: ptr.To[int32](2)},
+	}
+	create(t, c, pool)
+	poolStatus(t, c, pool, 2, 0)
+
+	names := func() []string {
+		list := &corev1.NamespaceList{}
+		if err := c.List(context.Background(), list, client.MatchingLabels{v1.LabelWarmPool: pool.Name}); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, ns := range list.Items {
+			out = append(out, ns.Name)
+		}
+		sort.Strings(out)
+		return out
+	}
+	first := names()
+	pods := &corev1.PodList{}
+	for _, ns := range first {
+		if err := c.List(context.Background(), pods, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" {
+				t.Errorf("pod %s/%s scheduled onto %s, which the node pool does not select", ns, p.Name, p.Spec.NodeName)
+			}
+		}
+	}
+	// The scheduler retries the pods meanwhile; the pool must not react by
+	// replacing the members.
+	for range 5 {
+		time.Sleep(time.Second)
+		if now := names(); !slices.Equal(now, first) {
+			t.Fatalf("members changed from %v to %v while unschedulable", first, now)
+		}
+	}
+	got := poolStatus(t, c, pool, 2, 0)
+	if msg := conditions.GetMessage(got, v1.ReadyCondition); !strings.Contains(msg, "0 of 2 members Ready") {
+		t.Errorf("Ready message %q, want it to count the Ready members", msg)
+	}
 }
