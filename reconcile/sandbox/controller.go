@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +36,20 @@ import (
 // shipped MutatingAdmissionPolicy with the requesting identity, so events
 // can name who asked for a transition.
 const AnnotationChangedBy = "agentsandbox.dev/changed-by"
+
+// serviceAccountRetry is how soon a pod refused for want of its namespace's
+// default ServiceAccount is tried again: the controller manager creates it
+// moments after the namespace.
+const serviceAccountRetry = 500 * time.Millisecond
+
+// ServiceAccountPending tells the refusal of a pod in a namespace so new
+// that the controller manager has not created its default ServiceAccount
+// yet. The ServiceAccount admission plugin refuses the pod even though it
+// mounts no token; the API gives the case no reason of its own, so it is
+// told by its message.
+func ServiceAccountPending(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "error looking up service account")
+}
 
 // waitRetry is how often a sandbox waiting on something the controller does
 // not watch (a warm pool's template) looks again.
@@ -187,6 +202,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	pod, err := r.convergePod(ctx, bp, desired)
+	if ServiceAccountPending(err) {
+		msg := "waiting for the namespace's default ServiceAccount, which the controller manager creates"
+		conditions.MarkFalse(sbx, v1.ReadyCondition, ReasonStarting, "%s", msg)
+		conditions.MarkReconciling(sbx, ReasonStarting, "%s", msg)
+		sbx.Status.Phase, sbx.Status.Namespace = v1.SandboxPhaseStarting, namespace
+		return ctrl.Result{RequeueAfter: serviceAccountRetry}, nil
+	}
 	if err != nil {
 		conditions.MarkFalse(sbx, v1.ReadyCondition, "PodFailed", "%v", err)
 		return ctrl.Result{}, err

@@ -13,6 +13,8 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
@@ -142,16 +144,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	unseen, inFlight := r.expected.observe(pool.Name, members)
 	missing := want - len(keep) - unseen
-	// Builds are independent: one that fails (the namespace's default
-	// ServiceAccount not there yet, say) leaves its member incomplete for a
-	// later pass and does not cut the others short.
+	// Builds are independent: one that fails leaves its member incomplete
+	// for a later pass and does not cut the others short. A pod refused
+	// because its brand-new namespace has no default ServiceAccount yet is
+	// no failure; the pass just comes back a second later (waitingForSA).
 	var builds errgroup.Group
 	builds.SetLimit(concurrentBuilds)
+	var waitingForSA atomic.Bool
 	build := func(name string, objs []client.Object) {
 		r.expected.building(pool.Name, name)
 		builds.Go(func() error {
-			if err := r.createAll(ctx, objs); err != nil {
+			err := r.createAll(ctx, objs)
+			if err != nil {
 				r.expected.failed(pool.Name, name)
+			}
+			if sandbox.ServiceAccountPending(err) {
+				waitingForSA.Store(true)
+				return nil
+			}
+			if err != nil {
 				return fmt.Errorf("failed to build member %s: %w", name, err)
 			}
 			return nil
@@ -175,6 +186,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	// A pass that left members to build is followed by the next as the
 	// watch shows the ones it created; builds the cache never shows are
 	// given up after expectationTTL, and a pass then must look again.
+	if waitingForSA.Load() {
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
 	if unseen > 0 || missing > 0 {
 		return ctrl.Result{RequeueAfter: expectationTTL}, nil
 	}
