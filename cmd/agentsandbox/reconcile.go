@@ -21,8 +21,6 @@ const defaultNamespace = "agentsandbox-system"
 func newReconcileCommand() *cobra.Command {
 	opts := reconcile.ManagerOptions{}
 	zapOpts := zap.Options{}
-	var qps float32
-	var burst int
 	cmd := &cobra.Command{
 		Use:   "reconcile",
 		Short: "Run the controllers that converge the cluster to the declared sandboxes",
@@ -36,7 +34,6 @@ service account, or the kubeconfig named by --kubeconfig / $KUBECONFIG.`,
 			if err != nil {
 				return fmt.Errorf("failed to load cluster credentials: %w", err)
 			}
-			cfg.QPS, cfg.Burst = qps, burst
 			mgr, err := reconcile.NewManager(cfg, opts)
 			if err != nil {
 				return err
@@ -59,11 +56,6 @@ service account, or the kubeconfig named by --kubeconfig / $KUBECONFIG.`,
 	f.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect one active replica through a Lease")
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", namespace, "namespace of the leader election Lease")
 	f.DurationVar(&opts.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "how long running reconciles may take to finish on SIGTERM")
-	// controller-runtime's default of 20 requests a second would hold a
-	// 1,000-member warm pool fill to minutes; the API server's priority and
-	// fairness still protects the cluster from the reconciler.
-	f.Float32Var(&qps, "kube-api-qps", 300, "requests a second the reconciler sends the API server at most, on average")
-	f.IntVar(&burst, "kube-api-burst", 600, "requests the reconciler may send at once above --kube-api-qps")
 	goFlags := goflagSet()
 	zapOpts.BindFlags(goFlags)
 	ctrlconfig.RegisterFlags(goFlags) // --kubeconfig
