@@ -241,11 +241,16 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
 	applier.SetOwner(decls, gs.Name)
-	todo, err := r.changed(ctx, gs.UID, decls)
+	live, err := r.applier.ListLive(ctx, decls)
 	if err != nil {
 		return nil, &problem{reason: ReasonValidationFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
-	if err := r.applier.Validate(ctx, todo); err != nil {
+	todo, err := r.changed(gs.UID, decls, live)
+	if err != nil {
+		return nil, &problem{reason: ReasonValidationFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
+	}
+	planned, err := r.applier.Validate(ctx, todo, live, false)
+	if err != nil {
 		return nil, &problem{reason: ReasonValidationFailed,
 			message: fmt.Sprintf("revision %s: dry run refused: %v", co.rev, err)}
 	}
@@ -259,7 +264,7 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 		return nil, &problem{reason: ReasonValidationFailed,
 			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
-	changes, err := r.applier.Apply(ctx, todo)
+	changes, err := r.applier.Apply(ctx, planned)
 	if err != nil {
 		r.forget(gs.UID)
 		// Whatever was applied is recorded, so a later revision prunes it.
@@ -278,10 +283,14 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 	}
 	gs.Status.Inventory = inventory
 	gs.Status.LastAppliedRevision = string(co.rev)
-	if err := r.applier.WaitHealthy(ctx, decls, healthInterval); err != nil {
+	if wrote(changes) {
+		// The listing predates the writes: the health wait lists again.
+		live = nil
+	}
+	if err := r.applier.WaitHealthy(ctx, decls, live, healthInterval); err != nil {
 		return changes, &problem{reason: ReasonHealthCheck, message: fmt.Sprintf("revision %s applied, but %v", co.rev, err)}
 	}
-	if err := r.remember(ctx, gs.UID, decls); err != nil {
+	if err := r.remember(gs.UID, decls, planned); err != nil {
 		// Only an optimisation is lost: the next sync checks everything.
 		r.forget(gs.UID)
 	}
@@ -355,6 +364,11 @@ func (r *Reconciler) forgetDeleted(ctx context.Context) {
 			delete(r.applied, uid)
 		}
 	}
+}
+
+// wrote reports whether a sync created, changed or deleted anything.
+func wrote(cs *ssa.ChangeSet) bool {
+	return summarize(cs) != ""
 }
 
 // summarize lists what a sync changed, "" when nothing.
