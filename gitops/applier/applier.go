@@ -85,12 +85,13 @@ const concurrency = 16
 // The dry run's result is the object as the apply will leave it, so it is
 // compared with live (what ListLive returned before; nil lists it now) to
 // tell created, configured and unchanged apart: one request per object
-// both validates and diffs it. detail fills Change.Fields, for people;
-// a sync does not need it and keeps no object beyond its comparison.
+// both validates and diffs it. detail (with live nil) fills Change.Fields,
+// for people; a sync does not need it and keeps no object beyond its
+// comparison.
 func (a *Applier) Validate(ctx context.Context, decls []declarations.Declaration, live Live, detail bool) ([]Change, error) {
 	if live == nil {
 		var err error
-		if live, err = a.ListLive(ctx, decls); err != nil {
+		if live, err = a.ListLive(ctx, decls, detail); err != nil {
 			return nil, err
 		}
 	}
@@ -103,7 +104,7 @@ func (a *Applier) Validate(ctx context.Context, decls []declarations.Declaration
 			errs[i] = fmt.Errorf("%s: %s %q: %w", d.Where(), d.Object.GetKind(), d.Object.GetName(), err)
 			return nil
 		}
-		changes[i] = decide(d, live[KeyOf(d)], merged, detail)
+		changes[i] = decide(d, live[KeyOf(d)], merged)
 		return nil
 	})
 	if err := errors.Join(errs...); err != nil {

@@ -42,7 +42,7 @@ func (c Change) entry() ssa.ChangeSetEntry {
 // decide compares the live object (nil when the listing did not have it)
 // with merged, the dry run's result, as ssa does: labels, annotations and
 // everything but metadata and status.
-func decide(d declarations.Declaration, live, merged *unstructured.Unstructured, detail bool) Change {
+func decide(d declarations.Declaration, live *LiveObject, merged *unstructured.Unstructured) Change {
 	c := Change{Declaration: d, Action: ssa.ConfiguredAction}
 	switch {
 	case merged.GetResourceVersion() == "":
@@ -50,36 +50,19 @@ func decide(d declarations.Declaration, live, merged *unstructured.Unstructured,
 	case live == nil:
 		// Created since the listing: applying again is harmless.
 	case !drifted(live, merged):
-		c.Action, c.Generation = ssa.UnchangedAction, live.GetGeneration()
-	case detail:
-		c.Fields = fieldChanges(live, merged)
+		c.Action, c.Generation = ssa.UnchangedAction, live.Generation
+	case live.full != nil:
+		c.Fields = fieldChanges(live.full, merged)
 	}
 	return c
 }
 
 // drifted is ssa's drift test: labels, annotations, or anything outside
 // metadata and status differ.
-func drifted(live, merged *unstructured.Unstructured) bool {
-	if !apiequality.Semantic.DeepEqual(live.GetLabels(), merged.GetLabels()) ||
-		!apiequality.Semantic.DeepEqual(live.GetAnnotations(), merged.GetAnnotations()) {
-		return true
-	}
-	keys := map[string]bool{}
-	for k := range live.Object {
-		keys[k] = true
-	}
-	for k := range merged.Object {
-		keys[k] = true
-	}
-	for k := range keys {
-		if k == "metadata" || k == "status" {
-			continue
-		}
-		if !apiequality.Semantic.DeepEqual(live.Object[k], merged.Object[k]) {
-			return true
-		}
-	}
-	return false
+func drifted(live *LiveObject, merged *unstructured.Unstructured) bool {
+	return !apiequality.Semantic.DeepEqual(live.Labels, merged.GetLabels()) ||
+		!apiequality.Semantic.DeepEqual(live.Annotations, merged.GetAnnotations()) ||
+		live.content != contentDigest(merged)
 }
 
 // fieldChanges compares the parts of two objects a declaration sets:

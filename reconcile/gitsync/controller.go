@@ -241,7 +241,7 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
 	applier.SetOwner(decls, gs.Name)
-	live, err := r.applier.ListLive(ctx, decls)
+	live, err := r.applier.ListLive(ctx, decls, false)
 	if err != nil {
 		return nil, &problem{reason: ReasonValidationFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}

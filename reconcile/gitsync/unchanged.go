@@ -47,8 +47,8 @@ func (r *Reconciler) changed(uid types.UID, decls []declarations.Declaration, li
 		if err != nil {
 			return nil, err
 		}
-		if ok && exists && was.fingerprint == fp && was.generation == obj.GetGeneration() &&
-			contains(obj.GetLabels(), d.Object.GetLabels()) && contains(obj.GetAnnotations(), d.Object.GetAnnotations()) {
+		if ok && exists && was.fingerprint == fp && was.generation == obj.Generation &&
+			contains(obj.Labels, d.Object.GetLabels()) && contains(obj.Annotations, d.Object.GetAnnotations()) {
 			continue
 		}
 		out = append(out, d)
