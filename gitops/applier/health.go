@@ -114,14 +114,16 @@ const listPage = 500
 // are listed: a GitSync of a few objects does not read the thousands
 // another one applied. A declared object without the label yet is then
 // missing from the result, which callers treat as "to be applied". full
-// keeps each object (without managed fields) for Change.Fields.
+// keeps each object (without managed fields) for Change.Fields, and lists
+// every object of the kinds, so that an object not labelled yet shows its
+// field changes too.
 func (a *Applier) ListLive(ctx context.Context, decls []declarations.Declaration, full bool) (Live, error) {
 	kinds := map[schema.GroupVersionKind]bool{}
 	for _, d := range decls {
 		kinds[d.Object.GroupVersionKind()] = true
 	}
 	opts := []client.ListOption{client.Limit(listPage)}
-	if owner, ok := commonOwner(decls); ok {
+	if owner, ok := commonOwner(decls); ok && !full {
 		opts = append(opts, client.MatchingLabels{LabelGitSync: owner})
 	}
 	out := Live{}

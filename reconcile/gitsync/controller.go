@@ -82,6 +82,11 @@ type Reconciler struct {
 type checkout struct {
 	dir string
 	rev source.Revision
+	// path and decls are the declarations read below path, kept with
+	// the checkout: a resync of an unchanged revision does not decode
+	// its thousands of documents again (about a second for 10,000).
+	path  string
+	decls []declarations.Declaration
 }
 
 // NewReconciler returns a Reconciler using the manager's clients; Secrets
@@ -235,12 +240,11 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 	gs.Status.LastFetchedRevision = string(co.rev)
 	gs.Status.LastAttemptedRevision = string(co.rev)
 
-	decls, err := declarations.ReadDir(co.dir, pathOr(gs.Spec.Path))
+	decls, err := r.read(gs, co)
 	if err != nil {
 		return nil, &problem{reason: ReasonBuildFailed, stalled: true,
 			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
-	applier.SetOwner(decls, gs.Name)
 	live, err := r.applier.ListLive(ctx, decls, false)
 	if err != nil {
 		return nil, &problem{reason: ReasonValidationFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
@@ -338,6 +342,28 @@ func (r *Reconciler) fetch(ctx context.Context, gs *v1.GitSync, auth transport.A
 		_ = os.RemoveAll(kept.dir)
 	}
 	return co, nil
+}
+
+// read returns the declarations of the checkout below spec.path, labelled
+// as gs's, decoding them only when the checkout or the path is new. They
+// are not changed afterwards: the applier copies what it sends.
+func (r *Reconciler) read(gs *v1.GitSync, co checkout) ([]declarations.Declaration, error) {
+	path := pathOr(gs.Spec.Path)
+	if co.decls != nil && co.path == path {
+		return co.decls, nil
+	}
+	decls, err := declarations.ReadDir(co.dir, path)
+	if err != nil {
+		return nil, err
+	}
+	applier.SetOwner(decls, gs.Name)
+	co.path, co.decls = path, decls
+	r.mu.Lock()
+	if kept, ok := r.checkouts[gs.UID]; ok && kept.dir == co.dir {
+		r.checkouts[gs.UID] = co
+	}
+	r.mu.Unlock()
+	return decls, nil
 }
 
 // forgetDeleted drops the checkouts and the memos of GitSyncs that no
