@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"golang.org/x/crypto/ssh"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
@@ -51,8 +55,7 @@ func TestDiffAndSyncOnce(t *testing.T) {
 	pool := testcluster.Name("cli")
 	c := testcluster.Get(t).Client
 	t.Cleanup(func() { _ = c.Delete(context.Background(), &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: pool}}) })
-	decl := "apiVersion: agentsandbox.dev/v1alpha1\nkind: NodePool\nmetadata:\n  name: " + pool +
-		"\nspec:\n  runtimeHandler: runsc\n  nodeSelector:\n    agentsandbox.dev/node-group: gvisor\n"
+	decl := poolDecl(pool, "")
 	writeDecl(t, dir, "pool.yaml", decl)
 
 	out, code := runCLI(t, "diff", "--path", dir)
@@ -98,5 +101,159 @@ func TestDiffAndSyncOnce(t *testing.T) {
 	}
 	if out, code = runCLI(t, "diff", "--git", srv.URL(), "--branch", "nope"); code != 2 || !strings.Contains(out, `branch "nope" not found`) {
 		t.Fatalf("diff --git of a missing branch: exit %d, output:\n%s", code, out)
+	}
+}
+
+func poolDecl(name, extra string) string {
+	return "apiVersion: agentsandbox.dev/v1alpha1\nkind: NodePool\nmetadata:\n  name: " + name + "\n" + extra +
+		"spec:\n  runtimeHandler: runsc\n  nodeSelector:\n    agentsandbox.dev/node-group: gvisor\n"
+}
+
+// TestDiffShowsPrunes: with --gitsync, diff compares with a GitSync the
+// real reconciler synced: what its inventory lists and the directory no
+// longer declares is shown as pruned, unless annotated prune: disabled or
+// labelled as another GitSync's, and only while spec.prune is not false.
+func TestDiffShowsPrunes(t *testing.T) {
+	cluster := testcluster.Get(t)
+	c := cluster.Client
+	ctx := context.Background()
+	kept, gone, keep := testcluster.Name("kept"), testcluster.Name("gone"), testcluster.Name("keep")
+	srv := gittest.New(t, "", "")
+	srv.Commit("main", map[string]string{
+		"kept.yaml": poolDecl(kept, ""),
+		"gone.yaml": poolDecl(gone, ""),
+		"keep.yaml": poolDecl(keep, "  annotations:\n    agentsandbox.dev/prune: disabled\n"),
+	})
+	gs := &v1.GitSync{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("gs")}, Spec: v1.GitSyncSpec{
+		URL: srv.URL(), Ref: v1.GitRef{Branch: "main"}, Interval: metav1.Duration{Duration: time.Hour},
+	}}
+	if err := c.Create(ctx, gs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Delete(ctx, gs)
+		for _, name := range []string{kept, gone, keep} {
+			_ = c.Delete(ctx, &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		}
+	})
+	startReconciler(t, cluster)
+	testcluster.Eventually(t, "the GitSync to apply its three pools", func() (bool, string) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(gs), gs); err != nil {
+			return false, err.Error()
+		}
+		return len(gs.Status.Inventory) == 3 && gs.Status.LastAppliedRevision != "", fmt.Sprintf("%+v", gs.Status)
+	})
+
+	dir := t.TempDir()
+	writeDecl(t, dir, "kept.yaml", poolDecl(kept, ""))
+	out, code := runCLI(t, "diff", "--path", dir, "--gitsync", gs.Name)
+	if code != 1 || !strings.Contains(out, "- NodePool/"+gone+": pruned") {
+		t.Fatalf("diff --gitsync without two of the three pools: exit %d, output:\n%s", code, out)
+	}
+	if strings.Contains(out, keep) || strings.Contains(out, "~ NodePool/"+kept) {
+		t.Errorf("diff shows the prune-disabled pool or a change of the one still declared:\n%s", out)
+	}
+	if p := (&v1.NodePool{}); c.Get(ctx, client.ObjectKey{Name: gone}, p) != nil {
+		t.Error("diff deleted the pool it shows as pruned")
+	}
+	if out, code := runCLI(t, "diff", "--path", dir, "--gitsync", "nope"); code != 2 || !strings.Contains(out, `GitSync "nope" not found`) {
+		t.Errorf("diff --gitsync of a missing GitSync: exit %d, output:\n%s", code, out)
+	}
+
+	// Moved to another GitSync's repository: the label says so, no prune.
+	moved := &v1.NodePool{}
+	if err := c.Get(ctx, client.ObjectKey{Name: gone}, moved); err != nil {
+		t.Fatal(err)
+	}
+	relabel := func(owner string) {
+		t.Helper()
+		base := moved.DeepCopy()
+		moved.Labels["agentsandbox.dev/gitsync"] = owner
+		if err := c.Patch(ctx, moved, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relabel("another")
+	if out, code := runCLI(t, "diff", "--path", dir, "--gitsync", gs.Name); code != 0 || !strings.Contains(out, "no changes") {
+		t.Errorf("diff of a pool labelled as another GitSync's: exit %d, output:\n%s", code, out)
+	}
+
+	relabel(gs.Name)
+	base := gs.DeepCopy()
+	gs.Spec.Prune = ptr.To(false)
+	if err := c.Patch(ctx, gs, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runCLI(t, "diff", "--path", dir, "--gitsync", gs.Name); code != 0 || !strings.Contains(out, "no changes") {
+		t.Errorf("diff against a GitSync with prune: false: exit %d, output:\n%s", code, out)
+	}
+}
+
+// TestGitCredentials: diff and sync --once read a repository that needs
+// credentials, given as files or environment variables, over HTTP (basic
+// auth, token) and SSH (key and known_hosts).
+func TestGitCredentials(t *testing.T) {
+	pool := testcluster.Name("creds")
+	c := testcluster.Get(t).Client
+	t.Cleanup(func() { _ = c.Delete(context.Background(), &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: pool}}) })
+	srv := gittest.New(t, "bot", "s3cret")
+	srv.Commit("main", map[string]string{"deploy/pool.yaml": poolDecl(pool, "")})
+	files := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(files, name)
+		writeDecl(t, files, name, content)
+		return p
+	}
+	created := "+ NodePool/" + pool + " (pool.yaml, document 1): created"
+	diff := func(args ...string) (string, int) {
+		return runCLI(t, append([]string{"diff", "--path", "deploy"}, args...)...)
+	}
+
+	if out, code := diff("--git", srv.URL()); code != 2 || !strings.Contains(out, "authentication required") {
+		t.Errorf("diff without credentials: exit %d, output:\n%s", code, out)
+	}
+	wrong := file("wrong", "not-it\n")
+	if out, code := diff("--git", srv.URL(), "--git-username", "bot", "--git-password-file", wrong); code != 2 ||
+		!strings.Contains(out, "authentication required") || strings.Contains(out, "not-it") {
+		t.Errorf("diff with a wrong password: exit %d, output:\n%s", code, out)
+	}
+	if out, code := diff("--git", srv.URL(), "--git-password-file", filepath.Join(files, "missing")); code != 2 ||
+		!strings.Contains(out, "--git-password-file: open "+filepath.Join(files, "missing")) {
+		t.Errorf("diff with a missing password file: exit %d, output:\n%s", code, out)
+	}
+	password := file("password", "s3cret\n")
+	if out, code := diff("--git", srv.URL(), "--git-username", "bot", "--git-password-file", password); code != 1 || !strings.Contains(out, created) {
+		t.Errorf("diff with basic auth from a file: exit %d, output:\n%s", code, out)
+	}
+	if out, code := runCLI(t, "diff", "--path", files, "--git-password-file", password); code != 2 || !strings.Contains(out, "need --git") {
+		t.Errorf("credentials without --git: exit %d, output:\n%s", code, out)
+	}
+
+	identity, public := gittest.ClientKey(t)
+	sshURL, knownHosts := srv.ServeSSH(public)
+	id, hosts := file("id", string(identity)), file("known_hosts", knownHosts+"\n")
+	if out, code := diff("--git", sshURL, "--git-identity-file", id, "--git-known-hosts-file", hosts); code != 1 || !strings.Contains(out, created) {
+		t.Errorf("diff over SSH: exit %d, output:\n%s", code, out)
+	}
+	_, otherHost := gittest.ClientKey(t)
+	host, _, _ := strings.Cut(knownHosts, " ")
+	otherHosts := file("other_hosts", host+" "+string(ssh.MarshalAuthorizedKey(otherHost)))
+	if out, code := diff("--git", sshURL, "--git-identity-file", id, "--git-known-hosts-file", otherHosts); code != 2 || !strings.Contains(out, "key mismatch") {
+		t.Errorf("diff over SSH against a host key not in known_hosts: exit %d, output:\n%s", code, out)
+	}
+	t.Setenv("HOME", t.TempDir()) // no ~/.ssh/known_hosts to fall back on
+	if out, code := diff("--git", sshURL, "--git-identity-file", id); code != 2 ||
+		!strings.Contains(out, "--git-known-hosts-file (or $AGENTSANDBOX_GIT_KNOWN_HOSTS)") {
+		t.Errorf("diff over SSH without known_hosts: exit %d, output:\n%s", code, out)
+	}
+
+	t.Setenv("AGENTSANDBOX_GIT_USERNAME", "bot")
+	t.Setenv("AGENTSANDBOX_GIT_TOKEN", "s3cret")
+	out, code := runCLI(t, "sync", "--once", "--git", srv.URL(), "--path", "deploy")
+	if code != 0 || !strings.Contains(out, pool+" created") {
+		t.Fatalf("sync --once with a token from the environment: exit %d, output:\n%s", code, out)
+	}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: pool}, &v1.NodePool{}); err != nil {
+		t.Errorf("sync --once did not create the pool: %v", err)
 	}
 }

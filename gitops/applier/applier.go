@@ -15,9 +15,11 @@ import (
 	"sync"
 
 	"github.com/fluxcd/pkg/ssa"
+	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -59,49 +61,105 @@ type Applier struct {
 
 // New returns an Applier writing through c.
 func New(c client.Client) *Applier {
-	// No status poller: the applier does not wait for health.
+	// No status poller: the applier does not wait for health. ssa only
+	// deletes (prune); validation and apply are the applier's own, so
+	// each object costs one dry run, not ssa's second one.
 	rm := ssa.NewResourceManager(c, nil, ssa.Owner{Field: FieldManager, Group: v1.GroupVersion.Group})
-	rm.SetConcurrency(concurrency)
 	return &Applier{client: c, rm: rm}
 }
 
+// concurrency is how many objects are dry-run or applied at once: one
+// request at a time leaves a sync of thousands of objects waiting on round
+// trips, not on the API server, while much more only queues in the API
+// server's priority and fairness.
+const concurrency = 16
+
 // Validate dry-runs every declaration through the API server, so schema,
-// CEL and admission errors surface before anything is written. A field
-// that another server-side apply manager owns (Terraform, say) is an error
-// naming the manager: taking it over would start a tug of war. Fields
-// owned through plain updates (kubectl edit) are taken back, which is how
-// a hand edit gets reverted. All errors are returned, joined.
-func (a *Applier) Validate(ctx context.Context, decls []declarations.Declaration) error {
+// CEL and admission errors surface before anything is written, and
+// returns what applying each one will do. A field that another
+// server-side apply manager owns (Terraform, say) is an error naming the
+// manager: taking it over would start a tug of war. Fields owned through
+// plain updates (kubectl edit) are taken back, which is how a hand edit
+// gets reverted. All errors are returned, joined.
+//
+// The dry run's result is the object as the apply will leave it, so it is
+// compared with live (what ListLive returned before; nil lists it now) to
+// tell created, configured and unchanged apart: one request per object
+// both validates and diffs it. detail (with live nil) fills Change.Fields,
+// for people; a sync does not need it and keeps no object beyond its
+// comparison.
+func (a *Applier) Validate(ctx context.Context, decls []declarations.Declaration, live Live, detail bool) ([]Change, error) {
+	if live == nil {
+		var err error
+		if live, err = a.ListLive(ctx, decls, detail); err != nil {
+			return nil, err
+		}
+	}
+	changes := make([]Change, len(decls))
 	errs := make([]error, len(decls))
-	var wg sync.WaitGroup
+	forEach(ctx, len(decls), func(i int) error {
+		d := decls[i]
+		merged, err := a.validate(ctx, d)
+		if err != nil {
+			errs[i] = fmt.Errorf("%s: %s %q: %w", d.Where(), d.Object.GetKind(), d.Object.GetName(), err)
+			return nil
+		}
+		changes[i] = decide(d, live[KeyOf(d)], merged)
+		return nil
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return changes, ctx.Err()
+}
+
+// forEach runs do(0..n-1), concurrency at a time, and stops starting new
+// ones after the first error or when ctx ends; it returns that error.
+func forEach(ctx context.Context, n int, do func(i int) error) error {
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
 	slots := make(chan struct{}, concurrency)
-	for i, d := range decls {
+	for i := range n {
+		mu.Lock()
+		stop := first != nil
+		mu.Unlock()
+		if stop || ctx.Err() != nil {
+			break
+		}
 		wg.Add(1)
 		slots <- struct{}{}
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			if err := a.validate(ctx, d); err != nil {
-				errs[i] = fmt.Errorf("%s: %s %q: %w", d.Where(), d.Object.GetKind(), d.Object.GetName(), err)
+			if err := do(i); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if first == nil {
+		return ctx.Err()
+	}
+	return first
 }
 
-// concurrency is how many objects are dry-run or compared at once: one
-// request at a time leaves a sync of a thousand objects waiting on round
-// trips, not on the API server.
-const concurrency = 8
-
-func (a *Applier) validate(ctx context.Context, d declarations.Declaration) error {
-	err := a.dryRun(ctx, d.Object, false)
+// validate dry-runs d, without forcing first so that a conflict with
+// another apply manager shows, and returns the object as applying it
+// would leave it.
+func (a *Applier) validate(ctx context.Context, d declarations.Declaration) (*unstructured.Unstructured, error) {
+	merged, err := a.dryRun(ctx, d.Object, false)
 	if !apierrors.IsConflict(err) {
-		return apiMessage(err)
+		return merged, apiMessage(err)
 	}
 	applyManagers, err2 := a.applyManagers(ctx, d.Object)
 	if err2 != nil {
-		return err2
+		return nil, err2
 	}
 	var conflicts []string
 	if status, ok := err.(apierrors.APIStatus); ok && status.Status().Details != nil {
@@ -115,22 +173,29 @@ func (a *Applier) validate(ctx context.Context, d declarations.Declaration) erro
 		}
 	}
 	if len(conflicts) > 0 {
-		return fmt.Errorf("conflict: %s; remove the field from one of the two sources, or from the other manager's managed fields",
+		return nil, fmt.Errorf("conflict: %s; remove the field from one of the two sources, or from the other manager's managed fields",
 			strings.Join(conflicts, ", "))
 	}
-	return apiMessage(a.dryRun(ctx, d.Object, true))
+	merged, err = a.dryRun(ctx, d.Object, true)
+	return merged, apiMessage(err)
 }
 
 // quotedManager extracts the manager of a conflict cause, e.g.
 // `conflict with "terraform": .spec.replicas`.
 var quotedManager = regexp.MustCompile(`conflict with "([^"]+)"`)
 
-func (a *Applier) dryRun(ctx context.Context, obj *unstructured.Unstructured, force bool) error {
+// dryRun applies obj without persisting it and returns the API server's
+// answer: the object as a real apply would leave it.
+func (a *Applier) dryRun(ctx context.Context, obj *unstructured.Unstructured, force bool) (*unstructured.Unstructured, error) {
 	opts := []client.PatchOption{client.DryRunAll, client.FieldOwner(FieldManager)}
 	if force {
 		opts = append(opts, client.ForceOwnership)
 	}
-	return a.client.Patch(ctx, obj.DeepCopy(), client.Apply, opts...)
+	out := obj.DeepCopy()
+	if err := a.client.Patch(ctx, out, client.Apply, opts...); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // applyManagers are the other managers that own fields of the live object
@@ -172,29 +237,52 @@ func apiMessage(err error) error {
 	return errors.New(strings.Join(fields, "; "))
 }
 
-// Apply writes the declarations stage by stage, each kind after the kinds
-// it references, and only the objects a dry-run diff shows changed.
-func (a *Applier) Apply(ctx context.Context, decls []declarations.Declaration) (*ssa.ChangeSet, error) {
-	changes := ssa.NewChangeSet()
+// Apply writes what Validate found created or configured, stage by stage
+// (each kind after the kinds it references), concurrently within a stage,
+// with the field manager forcing ownership (Validate has refused conflicts
+// with other apply managers). It records each applied object's new
+// generation in changes. The change set lists every object, unchanged ones
+// too; after a failure it lists what was written, and no later stage
+// starts.
+func (a *Applier) Apply(ctx context.Context, changes []Change) (*ssa.ChangeSet, error) {
+	cs := ssa.NewChangeSet()
 	for _, stage := range stages {
-		var objs []*unstructured.Unstructured
-		for _, d := range decls {
-			if slices.Contains(stage, d.Object.GetKind()) {
-				objs = append(objs, d.Object.DeepCopy())
+		var idx []int
+		for i, c := range changes {
+			if slices.Contains(stage, c.Declaration.Object.GetKind()) {
+				idx = append(idx, i)
 			}
 		}
-		if len(objs) == 0 {
-			continue
-		}
-		cs, err := a.rm.ApplyAll(ctx, objs, ssa.DefaultApplyOptions())
-		if cs != nil {
-			changes.Append(cs.Entries)
+		applied := make([]bool, len(idx))
+		errs := make([]error, len(idx))
+		err := forEach(ctx, len(idx), func(j int) error {
+			c := &changes[idx[j]]
+			if c.Action != ssa.CreatedAction && c.Action != ssa.ConfiguredAction {
+				applied[j] = true
+				return nil
+			}
+			obj := c.Declaration.Object.DeepCopy()
+			if err := a.client.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+				errs[j] = fmt.Errorf("%s: %s %q: apply failed: %w", c.Declaration.Where(), obj.GetKind(), obj.GetName(), apiMessage(err))
+				return errs[j]
+			}
+			c.Generation = obj.GetGeneration()
+			applied[j] = true
+			return nil
+		})
+		for j, i := range idx {
+			if applied[j] {
+				cs.Add(changes[i].entry())
+			}
 		}
 		if err != nil {
-			return changes, err
+			if joined := errors.Join(errs...); joined != nil {
+				return cs, joined
+			}
+			return cs, err
 		}
 	}
-	return changes, nil
+	return cs, nil
 }
 
 // stages orders the kinds: sandboxes and git syncs reference what comes
@@ -215,6 +303,67 @@ func Inventory(decls []declarations.Declaration) []v1.InventoryEntry {
 // reverse stage order, except those annotated agentsandbox.dev/prune:
 // disabled and those another GitSync than owner applied since.
 func (a *Applier) Prune(ctx context.Context, previous, current []v1.InventoryEntry, owner string) (*ssa.ChangeSet, error) {
+	stale, err := staleObjects(previous, current)
+	if err != nil {
+		return nil, err
+	}
+	changes := ssa.NewChangeSet()
+	var errs []error
+	for _, obj := range stale {
+		// ssa reads the object again and applies the same rules as
+		// WouldPrune, so an object relabelled meanwhile is kept.
+		entry, err := a.rm.Delete(ctx, obj, pruneOptions(owner))
+		if entry != nil {
+			changes.Add(*entry)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return changes, errors.Join(errs...)
+}
+
+// WouldPrune lists, without deleting anything, the live objects Prune
+// would delete now, in the order it would: what `agentsandbox diff`
+// shows. Entries no longer on the cluster, kept by the prune-disabled
+// annotation, or labelled as another GitSync's are left out.
+func (a *Applier) WouldPrune(ctx context.Context, previous, current []v1.InventoryEntry, owner string) ([]*unstructured.Unstructured, error) {
+	stale, err := staleObjects(previous, current)
+	if err != nil {
+		return nil, err
+	}
+	opts := pruneOptions(owner)
+	var out []*unstructured.Unstructured
+	for _, obj := range stale {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(obj.GroupVersionKind())
+		err := a.client.Get(ctx, client.ObjectKeyFromObject(obj), live)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("failed to read %s %q: %w", obj.GetKind(), obj.GetName(), err)
+		}
+		if labels.SelectorFromSet(opts.Inclusions).Matches(labels.Set(live.GetLabels())) && !ssautils.AnyInMetadata(live, opts.Exclusions) {
+			out = append(out, live)
+		}
+	}
+	return out, nil
+}
+
+// pruneOptions are the rules of a prune: only objects labelled as owner's,
+// never those annotated agentsandbox.dev/prune: disabled.
+func pruneOptions(owner string) ssa.DeleteOptions {
+	opts := ssa.DefaultDeleteOptions()
+	opts.Exclusions = map[string]string{v1.AnnotationPrune: PruneDisabled}
+	opts.Inclusions = map[string]string{LabelGitSync: owner}
+	return opts
+}
+
+// staleObjects are references to the entries of previous that current
+// no longer has, in the order a prune deletes them: reverse stage order,
+// so nothing is deleted while a later-stage object still references it.
+func staleObjects(previous, current []v1.InventoryEntry) ([]*unstructured.Unstructured, error) {
 	var stale []*unstructured.Unstructured
 	for _, e := range Stale(previous, current) {
 		obj, err := fromID(e)
@@ -227,21 +376,7 @@ func (a *Applier) Prune(ctx context.Context, previous, current []v1.InventoryEnt
 		return slices.IndexFunc(stages, func(s []string) bool { return slices.Contains(s, kind) })
 	}
 	sort.SliceStable(stale, func(i, j int) bool { return stageOf(stale[i].GetKind()) > stageOf(stale[j].GetKind()) })
-	changes := ssa.NewChangeSet()
-	opts := ssa.DefaultDeleteOptions()
-	opts.Exclusions = map[string]string{v1.AnnotationPrune: PruneDisabled}
-	opts.Inclusions = map[string]string{LabelGitSync: owner}
-	var errs []error
-	for _, obj := range stale {
-		entry, err := a.rm.Delete(ctx, obj, opts)
-		if entry != nil {
-			changes.Add(*entry)
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return changes, errors.Join(errs...)
+	return stale, nil
 }
 
 // fromID parses an inventory entry back into an object reference.
@@ -255,3 +390,6 @@ func fromID(e v1.InventoryEntry) (*unstructured.Unstructured, error) {
 	obj.SetName(parts[2])
 	return obj, nil
 }
+
+// Client is the client the applier reads and writes through.
+func (a *Applier) Client() client.Client { return a.client }

@@ -1,13 +1,15 @@
 package applier
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa"
+	ssautils "github.com/fluxcd/pkg/ssa/utils"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
@@ -20,26 +22,47 @@ type Change struct {
 	// ssa.UnchangedAction.
 	Action ssa.Action
 	// Fields lists the changed fields of a configured object as
-	// `path: live → applied`.
+	// `path: live → applied`, when Validate was asked for detail.
 	Fields []string
+	// Generation is the object's metadata.generation: the live one for an
+	// unchanged object, the one the apply answered with once applied.
+	Generation int64
 }
 
-// Diff dry-runs every declaration and reports what an apply would create
-// or change, field by field, without writing anything.
-func (a *Applier) Diff(ctx context.Context, decls []declarations.Declaration) ([]Change, error) {
-	out := make([]Change, 0, len(decls))
-	for _, d := range decls {
-		entry, live, merged, err := a.rm.Diff(ctx, d.Object.DeepCopy(), ssa.DefaultDiffOptions())
-		if err != nil {
-			return nil, fmt.Errorf("%s: %s %q: %w", d.Where(), d.Object.GetKind(), d.Object.GetName(), err)
-		}
-		c := Change{Declaration: d, Action: entry.Action}
-		if entry.Action == ssa.ConfiguredAction {
-			c.Fields = fieldChanges(live, merged)
-		}
-		out = append(out, c)
+func (c Change) entry() ssa.ChangeSetEntry {
+	obj := c.Declaration.Object
+	return ssa.ChangeSetEntry{
+		ObjMetadata:  object.UnstructuredToObjMetadata(obj),
+		GroupVersion: obj.GroupVersionKind().Version,
+		Subject:      ssautils.FmtUnstructured(obj),
+		Action:       c.Action,
 	}
-	return out, nil
+}
+
+// decide compares the live object (nil when the listing did not have it)
+// with merged, the dry run's result, as ssa does: labels, annotations and
+// everything but metadata and status.
+func decide(d declarations.Declaration, live *LiveObject, merged *unstructured.Unstructured) Change {
+	c := Change{Declaration: d, Action: ssa.ConfiguredAction}
+	switch {
+	case merged.GetResourceVersion() == "":
+		c.Action = ssa.CreatedAction
+	case live == nil:
+		// Created since the listing: applying again is harmless.
+	case !drifted(live, merged):
+		c.Action, c.Generation = ssa.UnchangedAction, live.Generation
+	case live.full != nil:
+		c.Fields = fieldChanges(live.full, merged)
+	}
+	return c
+}
+
+// drifted is ssa's drift test: labels, annotations, or anything outside
+// metadata and status differ.
+func drifted(live *LiveObject, merged *unstructured.Unstructured) bool {
+	return !apiequality.Semantic.DeepEqual(live.Labels, merged.GetLabels()) ||
+		!apiequality.Semantic.DeepEqual(live.Annotations, merged.GetAnnotations()) ||
+		live.content != contentDigest(merged)
 }
 
 // fieldChanges compares the parts of two objects a declaration sets:

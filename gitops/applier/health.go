@@ -2,6 +2,8 @@ package applier
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
 )
@@ -24,12 +27,18 @@ import (
 // readyReplicas == replicas, which kstatus cannot know. An object whose
 // controller has not written any status yet counts as converged, as in
 // kstatus.
-func (a *Applier) WaitHealthy(ctx context.Context, decls []declarations.Declaration, interval time.Duration) error {
+//
+// A non-nil live is used for the first pass instead of a new listing: a
+// sync that wrote nothing has just listed the objects.
+func (a *Applier) WaitHealthy(ctx context.Context, decls []declarations.Declaration, live Live, interval time.Duration) error {
 	pending := slices.Clone(decls)
 	for {
 		// One list per kind a pass, not one read per object: a sync of
 		// thousands of objects checks them in a few requests.
-		live, err := a.ListLive(ctx, pending)
+		var err error
+		if live == nil {
+			live, err = a.ListLive(ctx, pending, false)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("not healthy in time: %s", strings.Join(unchecked(pending), "; "))
@@ -43,16 +52,15 @@ func (a *Applier) WaitHealthy(ctx context.Context, decls []declarations.Declarat
 			if !found {
 				return fmt.Errorf("%s: %s %q is not on the cluster", d.Where(), d.Object.GetKind(), d.Object.GetName())
 			}
-			ok, failed, why := health(obj)
-			if failed {
-				return fmt.Errorf("%s: %s %q failed: %s", d.Where(), d.Object.GetKind(), d.Object.GetName(), why)
+			if obj.failed {
+				return fmt.Errorf("%s: %s %q failed: %s", d.Where(), d.Object.GetKind(), d.Object.GetName(), obj.why)
 			}
-			if !ok {
+			if !obj.healthy {
 				next = append(next, d)
-				waiting = append(waiting, fmt.Sprintf("%s %q: %s", d.Object.GetKind(), d.Object.GetName(), why))
+				waiting = append(waiting, fmt.Sprintf("%s %q: %s", d.Object.GetKind(), d.Object.GetName(), obj.why))
 			}
 		}
-		pending = next
+		pending, live = next, nil
 		if len(pending) == 0 {
 			return nil
 		}
@@ -75,26 +83,110 @@ func KeyOf(d declarations.Declaration) ObjectKey {
 	return ObjectKey{d.Object.GroupVersionKind(), d.Object.GetName()}
 }
 
+// Live are live objects by key, as ListLive returns them.
+type Live map[ObjectKey]*LiveObject
+
+// LiveObject is what a sync needs of a live object, and no more: a
+// listing of ten thousand objects would otherwise hold their specs, as
+// defaulted by the API server, statuses and managed fields.
+type LiveObject struct {
+	Generation          int64
+	Labels, Annotations map[string]string
+	// content is a digest of everything outside metadata and status, the
+	// part of ssa's drift test besides labels and annotations.
+	content [sha256.Size]byte
+	// healthy, failed and why are the object's health (see health).
+	healthy, failed bool
+	why             string
+	// full is the object without managed fields, kept only when asked
+	// for, to show field changes.
+	full *unstructured.Unstructured
+}
+
+// listPage is how many objects one list request returns: a sync of
+// thousands of objects never holds more than one page of raw response.
+const listPage = 500
+
 // ListLive lists every kind the declarations use, straight from the API
 // server (the client does not cache unstructured objects), so what it
-// returns includes changes made a moment ago.
-func (a *Applier) ListLive(ctx context.Context, decls []declarations.Declaration) (map[ObjectKey]*unstructured.Unstructured, error) {
+// returns includes changes made a moment ago. When the declarations carry
+// a GitSync's ownership label (SetOwner), only objects with that label
+// are listed: a GitSync of a few objects does not read the thousands
+// another one applied. A declared object without the label yet is then
+// missing from the result, which callers treat as "to be applied". full
+// keeps each object (without managed fields) for Change.Fields, and lists
+// every object of the kinds, so that an object not labelled yet shows its
+// field changes too.
+func (a *Applier) ListLive(ctx context.Context, decls []declarations.Declaration, full bool) (Live, error) {
 	kinds := map[schema.GroupVersionKind]bool{}
 	for _, d := range decls {
 		kinds[d.Object.GroupVersionKind()] = true
 	}
-	out := map[ObjectKey]*unstructured.Unstructured{}
+	opts := []client.ListOption{client.Limit(listPage)}
+	if owner, ok := commonOwner(decls); ok && !full {
+		opts = append(opts, client.MatchingLabels{LabelGitSync: owner})
+	}
+	out := Live{}
 	for gvk := range kinds {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := a.client.List(ctx, list); err != nil {
-			return nil, fmt.Errorf("failed to list %s: %w", gvk.Kind, err)
-		}
-		for i := range list.Items {
-			out[ObjectKey{gvk, list.Items[i].GetName()}] = &list.Items[i]
+		for {
+			if err := a.client.List(ctx, list, append(opts, client.Continue(list.GetContinue()))...); err != nil {
+				return nil, fmt.Errorf("failed to list %s: %w", gvk.Kind, err)
+			}
+			for i := range list.Items {
+				out[ObjectKey{gvk, list.Items[i].GetName()}] = newLiveObject(&list.Items[i], full)
+			}
+			if list.GetContinue() == "" {
+				break
+			}
+			list.Items = nil
 		}
 	}
 	return out, nil
+}
+
+// commonOwner is the ownership label every declaration carries, if they
+// all carry the same.
+func commonOwner(decls []declarations.Declaration) (string, bool) {
+	if len(decls) == 0 {
+		return "", false
+	}
+	owner, ok := decls[0].Object.GetLabels()[LabelGitSync]
+	for _, d := range decls[1:] {
+		if !ok || d.Object.GetLabels()[LabelGitSync] != owner {
+			return "", false
+		}
+	}
+	return owner, ok
+}
+
+// newLiveObject keeps what a sync needs of obj; with full, obj itself
+// too, without its managed fields.
+func newLiveObject(obj *unstructured.Unstructured, full bool) *LiveObject {
+	l := &LiveObject{Generation: obj.GetGeneration(), Labels: obj.GetLabels(), Annotations: obj.GetAnnotations(),
+		content: contentDigest(obj)}
+	l.healthy, l.failed, l.why = health(obj)
+	if full {
+		obj.SetManagedFields(nil)
+		l.full = obj
+	}
+	return l
+}
+
+// contentDigest hashes everything outside metadata and status. JSON
+// sorts map keys, so equal content hashes equally; both sides of a
+// comparison are decoded by the same client, so numbers have the same
+// types.
+func contentDigest(obj *unstructured.Unstructured) [sha256.Size]byte {
+	rest := make(map[string]any, len(obj.Object))
+	for k, v := range obj.Object {
+		if k != "metadata" && k != "status" {
+			rest[k] = v
+		}
+	}
+	b, _ := json.Marshal(rest) // maps of JSON values always marshal
+	return sha256.Sum256(b)
 }
 
 // unchecked names the objects a wait ended before looking at.

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
@@ -23,13 +24,37 @@ const (
 	KeyKnownHosts = "known_hosts"
 )
 
+// Credentials are Git credentials by key (KeyUsername … KeyKnownHosts)
+// and how errors name them: the keys of a Secret for the reconciler, the
+// flags and environment variables of the CLI.
+type Credentials struct {
+	Data map[string][]byte
+	// Origin says where they come from, e.g. "secret agentsandbox-system/git".
+	Origin string
+	// Name is how the origin calls a key; nil quotes the key.
+	Name func(key string) string
+}
+
+func (c Credentials) name(key string) string {
+	if c.Name == nil {
+		return strconv.Quote(key)
+	}
+	return c.Name(key)
+}
+
 // Auth turns the data of a credentials Secret into the auth method for
-// repoURL: basic auth or a token over HTTP(S), a private key checked against
-// known_hosts over SSH. secret names the Secret in errors; no error carries
-// a credential.
+// repoURL; secret names the Secret in errors.
 func Auth(repoURL, secret string, data map[string][]byte) (transport.AuthMethod, error) {
-	if isSSH(repoURL) {
-		return sshAuth(repoURL, secret, data)
+	return AuthFrom(repoURL, Credentials{Data: data, Origin: "secret " + secret})
+}
+
+// AuthFrom returns the auth method for repoURL: basic auth or a token over
+// HTTP(S), a private key checked against known_hosts over SSH. No error
+// carries a credential.
+func AuthFrom(repoURL string, c Credentials) (transport.AuthMethod, error) {
+	data := c.Data
+	if IsSSH(repoURL) {
+		return sshAuth(repoURL, c)
 	}
 	switch {
 	case len(data[KeyToken]) > 0:
@@ -42,21 +67,22 @@ func Auth(repoURL, secret string, data map[string][]byte) (transport.AuthMethod,
 	case len(data[KeyUsername]) > 0 || len(data[KeyPassword]) > 0:
 		return &githttp.BasicAuth{Username: string(data[KeyUsername]), Password: string(data[KeyPassword])}, nil
 	default:
-		return nil, fmt.Errorf("secret %s has neither %q nor %q/%q for an HTTP(S) repository", secret, KeyToken, KeyUsername, KeyPassword)
+		return nil, fmt.Errorf("%s: neither %s nor %s and %s is set, for an HTTP(S) repository",
+			c.Origin, c.name(KeyToken), c.name(KeyUsername), c.name(KeyPassword))
 	}
 }
 
-func sshAuth(repoURL, secret string, data map[string][]byte) (transport.AuthMethod, error) {
-	if len(data[KeyIdentity]) == 0 || len(data[KeyKnownHosts]) == 0 {
-		return nil, fmt.Errorf("secret %s needs both %q and %q for an SSH repository", secret, KeyIdentity, KeyKnownHosts)
+func sshAuth(repoURL string, c Credentials) (transport.AuthMethod, error) {
+	if len(c.Data[KeyIdentity]) == 0 || len(c.Data[KeyKnownHosts]) == 0 {
+		return nil, fmt.Errorf("%s: an SSH repository needs both %s and %s", c.Origin, c.name(KeyIdentity), c.name(KeyKnownHosts))
 	}
-	keys, err := gitssh.NewPublicKeys(sshUser(repoURL), data[KeyIdentity], "")
+	keys, err := gitssh.NewPublicKeys(sshUser(repoURL), c.Data[KeyIdentity], "")
 	if err != nil {
-		return nil, fmt.Errorf("secret %s: key %q is not a usable private key: %w", secret, KeyIdentity, err)
+		return nil, fmt.Errorf("%s: %s is not a usable private key: %w", c.Origin, c.name(KeyIdentity), err)
 	}
-	callback, err := hostKeyCallback(data[KeyKnownHosts])
+	callback, err := hostKeyCallback(c.Data[KeyKnownHosts])
 	if err != nil {
-		return nil, fmt.Errorf("secret %s: key %q: %w", secret, KeyKnownHosts, err)
+		return nil, fmt.Errorf("%s: %s: %w", c.Origin, c.name(KeyKnownHosts), err)
 	}
 	keys.HostKeyCallback = callback
 	return keys, nil
@@ -77,8 +103,8 @@ func hostKeyCallback(knownHosts []byte) (ssh.HostKeyCallback, error) {
 	return knownhosts.New(file)
 }
 
-// isSSH is true for ssh:// URLs and scp-like user@host:path addresses.
-func isSSH(repoURL string) bool {
+// IsSSH is true for ssh:// URLs and scp-like user@host:path addresses.
+func IsSSH(repoURL string) bool {
 	if strings.HasPrefix(repoURL, "ssh://") {
 		return true
 	}

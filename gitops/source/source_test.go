@@ -2,9 +2,6 @@ package source
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
@@ -122,7 +119,7 @@ func TestAuthErrors(t *testing.T) {
 func TestSSH(t *testing.T) {
 	srv := gittest.New(t, "", "")
 	commit := srv.Commit("main", map[string]string{"a.yaml": "x"})
-	identity, public := sshKey(t)
+	identity, public := gittest.ClientKey(t)
 	url, knownHosts := srv.ServeSSH(public)
 	ctx := context.Background()
 
@@ -138,7 +135,7 @@ func TestSSH(t *testing.T) {
 		t.Fatalf("Fetch over SSH = %s, %v", rev, err)
 	}
 
-	otherIdentity, _ := sshKey(t)
+	otherIdentity, _ := gittest.ClientKey(t)
 	wrongKey, err := Auth(url, "creds", map[string][]byte{KeyIdentity: otherIdentity, KeyKnownHosts: []byte(knownHosts)})
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +144,7 @@ func TestSSH(t *testing.T) {
 		t.Errorf("Resolve with an unauthorized key: %v", err)
 	}
 
-	_, otherHost := sshKey(t)
+	_, otherHost := gittest.ClientKey(t)
 	host, _, _ := strings.Cut(knownHosts, " ")
 	wrongHost, err := Auth(url, "creds", map[string][]byte{KeyIdentity: identity,
 		KeyKnownHosts: []byte(host + " " + string(ssh.MarshalAuthorizedKey(otherHost)))})
@@ -157,22 +154,4 @@ func TestSSH(t *testing.T) {
 	if _, err := Resolve(ctx, url, v1.GitRef{}, wrongHost); err == nil || !strings.Contains(err.Error(), "key mismatch") {
 		t.Errorf("Resolve against a host key not in known_hosts: %v", err)
 	}
-}
-
-// sshKey returns a new private key in OpenSSH PEM form and its public key.
-func sshKey(t *testing.T) ([]byte, ssh.PublicKey) {
-	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	public, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(block), public
 }

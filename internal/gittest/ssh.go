@@ -4,11 +4,13 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/binary"
+	"encoding/pem"
 	"errors"
 	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
@@ -100,4 +102,23 @@ func (s *Server) serveSession(ch ssh.Channel, reqs <-chan *ssh.Request) {
 		_, _ = ch.SendRequest("exit-status", false, payload)
 		return
 	}
+}
+
+// ClientKey returns a new private key in OpenSSH PEM form, as a client's
+// identity file holds it, and its public key, for ServeSSH.
+func ClientKey(t testing.TB) ([]byte, ssh.PublicKey) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	public, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(block), public
 }

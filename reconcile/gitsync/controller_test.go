@@ -24,6 +24,7 @@ import (
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/applier"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/gittest"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/gitsync"
@@ -56,22 +57,34 @@ func newGitSync(t testing.TB, url string, mutate func(*v1.GitSync)) *v1.GitSync 
 	if err := c.Create(context.Background(), gs); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		got := &v1.GitSync{}
-		if c.Get(ctx, client.ObjectKeyFromObject(gs), got) == nil {
-			for _, e := range got.Status.Inventory {
-				parts := strings.Split(e.ID, "_")
-				u := &unstructured.Unstructured{}
-				u.SetAPIVersion(v1.GroupVersion.String())
-				u.SetKind(parts[1])
-				u.SetName(parts[2])
-				_ = c.Delete(ctx, u)
-			}
-		}
-		_ = c.Delete(ctx, gs)
-	})
+	t.Cleanup(func() { removeGitSync(t, gs) })
 	return gs
+}
+
+// removeGitSync suspends gs and waits until the controller saw it, so no
+// sync (an interval one, say) re-creates what is deleted next: the objects
+// labelled as applied by gs, one request per kind, then gs.
+func removeGitSync(t testing.TB, gs *v1.GitSync) {
+	ctx := context.Background()
+	c := testcluster.Get(t).Client
+	got := &v1.GitSync{}
+	if c.Get(ctx, client.ObjectKeyFromObject(gs), got) != nil {
+		return
+	}
+	base := got.DeepCopy()
+	got.Spec.Suspend = true
+	if err := c.Patch(ctx, got, client.MergeFrom(base)); err == nil {
+		_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+			err := c.Get(ctx, client.ObjectKeyFromObject(gs), got)
+			return err != nil || got.Status.ObservedGeneration == got.Generation, nil
+		})
+	}
+	for _, kind := range declarations.Kinds {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(v1.GroupVersion.WithKind(kind))
+		_ = c.DeleteAllOf(ctx, u, client.MatchingLabels{applier.LabelGitSync: gs.Name})
+	}
+	_ = c.Delete(ctx, gs)
 }
 
 var requests atomic.Int64
@@ -477,11 +490,32 @@ func TestMetricsAndEvents(t *testing.T) {
 		return n > 0, fmt.Sprintf("%d event writes", n)
 	})
 
+	counts := map[string]uint64{}
+	for result, got := range syncSamples(t, gs.Name) {
+		counts[result] = got.count
+	}
+	// Creating the GitSync may sync it once more than the two requests.
+	if counts["success"] < 2 || counts["success"] > 3 || counts[gitsync.ReasonFetchFailed] != 1 {
+		t.Errorf("sync duration sample counts by result: %v, want 2 or 3 success and 1 %s", counts, gitsync.ReasonFetchFailed)
+	}
+}
+
+// samples are the observations of one GitSync's sync durations with one
+// result.
+type samples struct {
+	count uint64
+	sum   float64
+}
+
+// syncSamples reads agentsandbox_gitsync_duration_seconds for the GitSync
+// name, by result: how many syncs ended so and how long they took in all.
+func syncSamples(t testing.TB, name string) map[string]samples {
+	t.Helper()
 	mfs, err := metrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	counts := map[string]uint64{}
+	out := map[string]samples{}
 	for _, mf := range mfs {
 		if mf.GetName() != "agentsandbox_gitsync_duration_seconds" {
 			continue
@@ -491,14 +525,50 @@ func TestMetricsAndEvents(t *testing.T) {
 			for _, l := range m.GetLabel() {
 				labels[l.GetName()] = l.GetValue()
 			}
-			if labels["name"] == gs.Name {
-				counts[labels["result"]] = m.GetHistogram().GetSampleCount()
+			if labels["name"] == name {
+				out[labels["result"]] = samples{m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()}
 			}
 		}
 	}
-	// Creating the GitSync may sync it once more than the two requests.
-	if counts["success"] < 2 || counts["success"] > 3 || counts[gitsync.ReasonFetchFailed] != 1 {
-		t.Errorf("sync duration sample counts by result: %v, want 2 or 3 success and 1 %s", counts, gitsync.ReasonFetchFailed)
+	return out
+}
+
+// waitIntervalSync waits up to timeout for the next successful sync of gs
+// after one that ended with before, and returns how long that sync took.
+func waitIntervalSync(t testing.TB, gs *v1.GitSync, before samples, timeout time.Duration) time.Duration {
+	t.Helper()
+	var now samples
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		now = syncSamples(t, gs.Name)["success"]
+		return now.count > before.count, nil
+	})
+	if err != nil {
+		t.Fatalf("no interval sync within %s (%d successful syncs so far)", timeout, now.count)
+	}
+	return time.Duration((now.sum - before.sum) / float64(now.count-before.count) * float64(time.Second))
+}
+
+// TestIntervalResyncWritesNothing: a resync on the interval, which no
+// request asked for, of a revision nobody touched sends no write at all:
+// no dry run, no apply and no status patch (nothing in the status would
+// change).
+func TestIntervalResyncWritesNothing(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	pool := testcluster.Name("quiet")
+	srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "")})
+	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.Interval = metav1.Duration{Duration: time.Second} })
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+
+	// Two interval syncs: the first may still record the memo of objects
+	// the request's sync applied; the second has nothing left to do.
+	waitIntervalSync(t, gs, syncSamples(t, gs.Name)["success"], time.Minute)
+	since, before := reconciletest.WriteCount(), syncSamples(t, gs.Name)["success"]
+	waitIntervalSync(t, gs, before, time.Minute)
+	time.Sleep(200 * time.Millisecond) // the deferred status patch follows the metric
+	if w := reconciletest.Writes(since, func(w reconciletest.Write) bool {
+		return strings.Contains(w.Path, gs.Name) || strings.Contains(w.Path, pool)
+	}); len(w) > 0 {
+		t.Errorf("an interval resync of an untouched revision wrote: %v", w)
 	}
 }
 

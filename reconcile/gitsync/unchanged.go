@@ -1,11 +1,9 @@
 package gitsync
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"maps"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -31,19 +29,15 @@ type appliedMemo map[types.UID]map[string]appliedObject
 
 // changed returns the declarations a sync must validate and apply: new or
 // edited ones, and those whose object's generation moved, that lost a
-// declared label or annotation, or that are gone. The objects are listed
-// from the API server, one request per kind, not from the cache: a hand
-// edit made just before a requested sync must be seen.
-func (r *Reconciler) changed(ctx context.Context, uid types.UID, decls []declarations.Declaration) ([]declarations.Declaration, error) {
+// declared label or annotation, or that are gone. live are the objects as
+// listed from the API server just before, not from the cache: a hand edit
+// made just before a requested sync must be seen.
+func (r *Reconciler) changed(uid types.UID, decls []declarations.Declaration, live applier.Live) ([]declarations.Declaration, error) {
 	r.mu.Lock()
-	memo := maps.Clone(r.applied[uid])
+	memo := r.applied[uid]
 	r.mu.Unlock()
 	if len(memo) == 0 {
 		return decls, nil
-	}
-	live, err := r.applier.ListLive(ctx, decls)
-	if err != nil {
-		return nil, err
 	}
 	var out []declarations.Declaration
 	for _, d := range decls {
@@ -53,8 +47,8 @@ func (r *Reconciler) changed(ctx context.Context, uid types.UID, decls []declara
 		if err != nil {
 			return nil, err
 		}
-		if ok && exists && was.fingerprint == fp && was.generation == obj.GetGeneration() &&
-			contains(obj.GetLabels(), d.Object.GetLabels()) && contains(obj.GetAnnotations(), d.Object.GetAnnotations()) {
+		if ok && exists && was.fingerprint == fp && was.generation == obj.Generation &&
+			contains(obj.Labels, d.Object.GetLabels()) && contains(obj.Annotations, d.Object.GetAnnotations()) {
 			continue
 		}
 		out = append(out, d)
@@ -62,23 +56,34 @@ func (r *Reconciler) changed(ctx context.Context, uid types.UID, decls []declara
 	return out, nil
 }
 
-// remember records every declared object after a successful sync.
-func (r *Reconciler) remember(ctx context.Context, uid types.UID, decls []declarations.Declaration) error {
-	live, err := r.applier.ListLive(ctx, decls)
-	if err != nil {
-		return err
+// remember records every declared object after a successful sync: the
+// generation the apply answered with (or the live one, for an object the
+// dry run found unchanged) for what this sync validated, and the previous
+// record for what it skipped as untouched. No listing is needed, and an
+// edit made after the apply still shows as a moved generation next time.
+func (r *Reconciler) remember(uid types.UID, decls []declarations.Declaration, validated []applier.Change) error {
+	generation := make(map[string]int64, len(validated))
+	for _, c := range validated {
+		generation[declarations.ID(c.Declaration.Object)] = c.Generation
 	}
+	r.mu.Lock()
+	old := r.applied[uid]
+	r.mu.Unlock()
 	memo := make(map[string]appliedObject, len(decls))
 	for _, d := range decls {
-		obj, ok := live[applier.KeyOf(d)]
+		id := declarations.ID(d.Object)
+		g, ok := generation[id]
 		if !ok {
+			if was, kept := old[id]; kept {
+				memo[id] = was
+			}
 			continue
 		}
 		fp, err := fingerprint(d)
 		if err != nil {
 			return err
 		}
-		memo[declarations.ID(d.Object)] = appliedObject{fingerprint: fp, generation: obj.GetGeneration()}
+		memo[id] = appliedObject{fingerprint: fp, generation: g}
 	}
 	r.mu.Lock()
 	r.applied[uid] = memo

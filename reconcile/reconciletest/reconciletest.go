@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,6 +47,11 @@ func Run(m *testing.M, setup func(ctrl.Manager) error) int {
 		"system:serviceaccounts", "system:serviceaccounts:agentsandbox-system", "system:authenticated",
 	}}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return writeCounter{rt} })
+	// No client-side rate limit, as `agentsandbox reconcile` has none
+	// (controller-runtime's GetConfig leaves throttling to the API
+	// server's priority and fairness): a benchmark must not measure a
+	// limiter production does not have.
+	cfg.QPS, cfg.Burst = -1, 0
 	mgr, err := reconcile.NewManager(cfg, reconcile.ManagerOptions{
 		MetricsAddr: "0", HealthAddr: "0", GracefulShutdownTimeout: 5 * time.Second,
 	})
@@ -79,6 +85,7 @@ func Run(m *testing.M, setup func(ctrl.Manager) error) int {
 var (
 	writesMu sync.Mutex
 	writes   []Write
+	reads    atomic.Int64
 )
 
 // Write is one mutating request the controllers sent.
@@ -87,7 +94,7 @@ type Write struct {
 }
 
 // writeCounter records the controllers' mutating requests, so tests can
-// count the API writes an operation costs.
+// count the API writes an operation costs, and counts their reads.
 type writeCounter struct{ next http.RoundTripper }
 
 func (w writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -95,9 +102,15 @@ func (w writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 		writesMu.Lock()
 		writes = append(writes, Write{Method: req.Method, Path: req.URL.Path})
 		writesMu.Unlock()
+	} else if req.URL.Query().Get("watch") != "true" {
+		reads.Add(1)
 	}
 	return w.next.RoundTrip(req)
 }
+
+// ReadCount is how many GET requests (gets and lists, not watches) the
+// controllers sent so far.
+func ReadCount() int { return int(reads.Load()) }
 
 // WriteCount is how many mutating requests the controllers sent so far; pass
 // it to Writes to see only what came after.
