@@ -194,6 +194,9 @@ func BenchmarkWarmClaim(b *testing.B) {
 					b.Fatalf("pool of %d not full: %d ready", size, pool.Status.ReadyReplicas)
 				}
 			}
+			// The namespaces of an earlier run (or sub-benchmark) being
+			// deleted would load the API server while this one measures.
+			waitNoTerminatingNamespaces(b)
 			var warm, cold sync.Map
 			writes := reconciletest.WriteCount()
 			run(b, clients, func() time.Duration {
@@ -245,4 +248,28 @@ func refillWrite(w reconciletest.Write) bool {
 		}
 	}
 	return strings.Contains(w.Path, "/warmpools/")
+}
+
+// waitNoTerminatingNamespaces waits until the namespace controller has
+// finished deleting namespaces: each costs it dozens of requests.
+func waitNoTerminatingNamespaces(b *testing.B) {
+	c := testcluster.Get(b).Client
+	for deadline := time.Now().Add(10 * time.Minute); ; time.Sleep(time.Second) {
+		list := &corev1.NamespaceList{}
+		if err := c.List(context.Background(), list); err != nil {
+			b.Fatal(err)
+		}
+		terminating := 0
+		for _, ns := range list.Items {
+			if ns.DeletionTimestamp != nil {
+				terminating++
+			}
+		}
+		if terminating == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d namespaces still terminating after 10 minutes", terminating)
+		}
+	}
 }

@@ -130,6 +130,7 @@ func BenchmarkWarmPoolFill1000(b *testing.B) {
 			ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("fill")},
 			Spec:       v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: tpl.Name}, Replicas: ptr.To(int32(size))},
 		}
+		waitNoTerminatingNamespaces(b)
 		writes := reconciletest.WriteCount()
 		start := time.Now()
 		if err := c.Create(ctx, pool); err != nil {
