@@ -76,7 +76,6 @@ func claimBurst(t *testing.T, kills int) {
 
 	start := time.Now()
 	var created sync.WaitGroup
-	names := make(chan string, burstClaims)
 	for range burstClients {
 		created.Go(func() {
 			for range burstClaims / burstClients {
@@ -88,7 +87,6 @@ func claimBurst(t *testing.T, kills int) {
 					t.Errorf("create sandbox: %v", err)
 					return
 				}
-				names <- s.Name
 			}
 		})
 	}
@@ -97,7 +95,6 @@ func claimBurst(t *testing.T, kills int) {
 		proc.killAndRestart(kills, 3*time.Second)
 	}
 	created.Wait()
-	close(names)
 	t.Cleanup(func() { _ = c.DeleteAllOf(ctx, &v1.Sandbox{}, client.MatchingLabels{burstLabel: run}) })
 
 	sandboxes := waitBurstReady(t, run)

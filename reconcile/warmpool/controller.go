@@ -173,7 +173,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		build(name, sandbox.MemberObjects(pool, name, tpl, nodePool, r.BlockedEgress))
 	}
 	// A member whose build was cut short (a crash, a failed write) gets its
-	// missing objects; creating one that exists is a no-op.
+	// missing objects; those it has are left as they are.
 	for _, m := range keep {
 		if !m.Complete && !inFlight[m.Namespace.Name] {
 			build(m.Namespace.Name, sandbox.MemberObjects(pool, m.Namespace.Name, tpl, nodePool, r.BlockedEgress)[1:])
@@ -181,14 +181,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	setStatus(pool, keep, want)
 	if err := builds.Wait(); err != nil {
-		return ctrl.Result{}, err // the first of them; the others are alike
+		// The first failed build; the retry completes every member.
+		return ctrl.Result{}, err
+	}
+	if waitingForSA.Load() {
+		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	// A pass that left members to build is followed by the next as the
 	// watch shows the ones it created; builds the cache never shows are
 	// given up after expectationTTL, and a pass then must look again.
-	if waitingForSA.Load() {
-		return ctrl.Result{RequeueAfter: time.Second}, nil
-	}
 	if unseen > 0 || missing > 0 {
 		return ctrl.Result{RequeueAfter: expectationTTL}, nil
 	}
