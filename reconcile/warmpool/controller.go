@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,9 +26,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
@@ -53,6 +58,23 @@ const concurrentBuilds = 32
 // than once at the end.
 const buildsPerPass = 200
 
+// memberBatch is how long a pool waits after a change to one of its members
+// (a claim, a pod turning Ready) before it looks again. Claims come in
+// bursts: counting and replacing them in one pass, with one status write,
+// rather than a pass and a status write per claim, leaves the API server to
+// the claims themselves. The Job controller batches its pods' events for
+// the same reason.
+const memberBatch = time.Second
+
+// claimQuiet is how long a pool waits after its last claim before it
+// replaces every claimed member. Building a member costs the API server
+// about three times what claiming one does (a namespace, its policies, a
+// pod, and the writes of the controller manager, scheduler and kubelet that
+// follow), so topping up during a burst would slow the very claims the pool
+// is there to serve. The pool absorbs the burst and refills when it pauses;
+// meanwhile it builds only what keeps a quarter of its replicas in place.
+const claimQuiet = time.Second
+
 // memberPrefix starts every member namespace name, so they are told apart
 // from the namespaces of cold-started sandboxes.
 const memberPrefix = "sandbox-wp-"
@@ -67,6 +89,9 @@ type Reconciler struct {
 	BlockedEgress []netip.Prefix
 
 	expected *expectations
+	// lastClaim is when each pool (by name) last lost a member to a claim,
+	// as this process saw it; a restart forgets it and tops up at once.
+	lastClaim sync.Map
 }
 
 // NewReconciler returns a Reconciler with the default blocked ranges.
@@ -84,9 +109,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.WarmPool{}).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(poolOfMember)).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(poolOfMember)).
+		// A pool's own status writes need no pass.
+		For(&v1.WarmPool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Namespace{}, r.memberEvents()).
+		Watches(&corev1.Pod{}, r.memberEvents()).
 		Watches(&v1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfTemplate)).
 		Complete(r)
 }
@@ -144,6 +170,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	unseen, inFlight := r.expected.observe(pool.Name, members)
 	missing := want - len(keep) - unseen
+	deferred := time.Duration(0)
+	if missing > 0 {
+		missing, deferred = r.topUp(pool.Name, len(keep)+unseen, missing, want, time.Now())
+	}
 	// Builds are independent: one that fails leaves its member incomplete
 	// for a later pass and does not cut the others short. A pod refused
 	// because its brand-new namespace has no default ServiceAccount yet is
@@ -179,13 +209,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			build(m.Namespace.Name, sandbox.MemberObjects(pool, m.Namespace.Name, tpl, nodePool, r.BlockedEgress)[1:])
 		}
 	}
-	setStatus(pool, keep, want)
+	setStatus(pool, keep, want, deferred > 0)
 	if err := builds.Wait(); err != nil {
 		// The first failed build; the retry completes every member.
 		return ctrl.Result{}, err
 	}
 	if waitingForSA.Load() {
 		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	if deferred > 0 {
+		return ctrl.Result{RequeueAfter: deferred}, nil
 	}
 	// A pass that left members to build is followed by the next as the
 	// watch shows the ones it created; builds the cache never shows are
@@ -279,7 +312,50 @@ func memberName(pool string) string {
 	return prefix + "-" + hex.EncodeToString(b)
 }
 
-func setStatus(pool *v1.WarmPool, keep []sandbox.Member, want int) {
+// topUp decides how many of a pool's missing members to build now, given
+// the members it has (built or being built), and how long until it looks
+// again: all of them when it saw no claim in the last claimQuiet; while
+// claims keep coming, only enough to keep a quarter of want, and the rest
+// once they pause.
+func (r *Reconciler) topUp(pool string, have, missing, want int, now time.Time) (build int, wait time.Duration) {
+	last, ok := r.lastClaim.Load(pool)
+	if !ok {
+		return missing, 0
+	}
+	if wait = claimQuiet - now.Sub(last.(time.Time)); wait <= 0 {
+		return missing, 0
+	}
+	quarter := (want + 3) / 4
+	return min(missing, max(0, quarter-have)), wait
+}
+
+// memberEvents enqueues the pool of a member namespace or pod memberBatch
+// after the change, and notes when a member is claimed.
+func (r *Reconciler) memberEvents() handler.EventHandler {
+	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if name, ok := obj.GetLabels()[v1.LabelWarmPool]; ok {
+			q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}, memberBatch)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.ObjectOld.GetLabels()[v1.LabelMember] == v1.MemberAvailable && e.ObjectNew.GetLabels()[v1.LabelMember] == v1.MemberClaimed {
+				r.lastClaim.Store(e.ObjectNew.GetLabels()[v1.LabelWarmPool], time.Now())
+			}
+			enqueue(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+	}
+}
+
+// setStatus counts the members; waiting says the pool is short because it
+// waits for claims to pause.
+func setStatus(pool *v1.WarmPool, keep []sandbox.Member, want int, waiting bool) {
 	ready := 0
 	for _, m := range keep {
 		if m.Ready {
@@ -293,6 +369,9 @@ func setStatus(pool *v1.WarmPool, keep []sandbox.Member, want int) {
 		return
 	}
 	msg := fmt.Sprintf("%d of %d members Ready", ready, want)
+	if waiting {
+		msg += "; topping up when claims pause"
+	}
 	conditions.MarkFalse(pool, v1.ReadyCondition, ReasonFilling, "%s", msg)
 	conditions.MarkReconciling(pool, ReasonFilling, "%s", msg)
 }
@@ -302,15 +381,6 @@ func ptrOr(p *int32, def int32) int32 {
 		return def
 	}
 	return *p
-}
-
-// poolOfMember maps a member namespace or pod to its pool by label.
-func poolOfMember(_ context.Context, obj client.Object) []reconcile.Request {
-	name, ok := obj.GetLabels()[v1.LabelWarmPool]
-	if !ok {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
 }
 
 func (r *Reconciler) poolsOfTemplate(ctx context.Context, tpl client.Object) []reconcile.Request {

@@ -271,3 +271,70 @@ func TestUnschedulableMembersAreHeld(t *testing.T) {
 		t.Errorf("Ready message %q, want it to count the Ready members", msg)
 	}
 }
+
+// TestClaimBurstDefersTopUp claims 8 of a pool's 12 members, one every
+// 200 ms: the pool keeps a quarter of its members Ready throughout, so it
+// builds no member until the claims pause, and then all eight.
+func TestClaimBurstDefersTopUp(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	ctx := context.Background()
+	_, pool := newPool(t, c, "python:3.12", 12, v1.OnReplenishUpdateStrategy)
+	poolStatus(t, c, pool, 12, 12)
+	known := map[string]bool{}
+	memberNames := func() []string {
+		list := &corev1.NamespaceList{}
+		if err := c.List(ctx, list, client.MatchingLabels{v1.LabelWarmPool: pool.Name}); err != nil {
+			t.Error(err)
+		}
+		var out []string
+		for _, ns := range list.Items {
+			out = append(out, ns.Name)
+		}
+		return out
+	}
+	for _, name := range memberNames() {
+		known[name] = true
+	}
+	// Polls for new members while claiming, noting when each showed up.
+	var (
+		firstBuilt time.Time
+		stop       = make(chan struct{})
+		stopped    = make(chan struct{})
+	)
+	go func() {
+		defer close(stopped)
+		for {
+			for _, name := range memberNames() {
+				if !known[name] && firstBuilt.IsZero() {
+					firstBuilt = time.Now()
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	var lastClaim time.Time
+	for i := range 8 {
+		if i > 0 {
+			time.Sleep(200 * time.Millisecond)
+		}
+		create(t, c, &v1.Sandbox{
+			ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("claim")},
+			Spec:       v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: pool.Name}, Owner: "alice@example.com"},
+		})
+		lastClaim = time.Now()
+	}
+	poolStatus(t, c, pool, 12, 12)
+	close(stop)
+	<-stopped
+	if firstBuilt.Before(lastClaim) {
+		t.Errorf("the pool built a member %v before the last claim of the burst; it should wait for the claims to pause", lastClaim.Sub(firstBuilt))
+	}
+	if n := len(memberNames()); n != 12+8 {
+		t.Errorf("%d namespaces carry the pool's label, want its 12 members and the 8 claimed ones", n)
+	}
+}
