@@ -70,9 +70,12 @@ func New(c client.Client) *Applier {
 
 // concurrency is how many objects are dry-run or applied at once: one
 // request at a time leaves a sync of thousands of objects waiting on round
-// trips, not on the API server, while much more only queues in the API
-// server's priority and fairness.
-const concurrency = 16
+// trips, not on the API server. On the 2-core test cluster 10,000
+// declarations converged in 72 s at 16, 49 s at 32, 51 s at 48 and 55 s at
+// 96: the API server and etcd get more done per second with more requests
+// in flight, up to where the rest only queue in the API server's priority
+// and fairness.
+const concurrency = 32
 
 // Validate dry-runs every declaration through the API server, so schema,
 // CEL and admission errors surface before anything is written, and

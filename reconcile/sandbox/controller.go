@@ -111,8 +111,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // ConcurrentReconciles is how many sandboxes are reconciled at once: claims
-// must not queue behind each other.
-const ConcurrentReconciles = 16
+// must not queue behind each other. With 20 clients claiming at once, 16
+// left four claims waiting for a worker (p99 517–520 ms in make bench);
+// 64 does not (245–357 ms).
+const ConcurrentReconciles = 64
 
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=sandboxes,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=sandboxes/status,verbs=get;update;patch
