@@ -49,7 +49,13 @@ func TestAccExamples(t *testing.T) {
 		return out
 	}
 	resources := providerConfig(t) + read("resources/*/resource.tf")
-	everything := resources + read("data-sources/*/data-source.tf") + read("ephemeral-resources/*/ephemeral-resource.tf")
+	// The ephemeral example claims a sandbox from the pool on every run,
+	// and the pool replaces it a few seconds later, so the data source
+	// examples (the pool's Ready count among them) run in a step of their
+	// own: in one with the ephemeral example, the count would rightly change
+	// between the apply and the refresh after it.
+	withDataSources := resources + read("data-sources/*/data-source.tf")
+	withEphemeral := resources + read("ephemeral-resources/*/ephemeral-resource.tf")
 
 	fromTerraform := map[string]any{}
 	resource.Test(t, resource.TestCase{
@@ -65,7 +71,10 @@ func TestAccExamples(t *testing.T) {
 				},
 			},
 			{
-				Config: everything,
+				// Step 1 claimed alice-scratch from the pool (or
+				// cold-started it, if the pool was not Ready yet).
+				PreConfig: func() { waitSettled(t, "python", "alice-scratch") },
+				Config:    withDataSources,
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownOutputValue("python_ready", knownvalue.StringExact("3/3")),
 					statecheck.ExpectKnownOutputValue("alice_sandboxes", knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("alice-scratch")})),
@@ -73,6 +82,7 @@ func TestAccExamples(t *testing.T) {
 					statecheck.ExpectKnownValue("data.agentsandbox_sandbox.alice_scratch", tfjsonpath.New("status").AtMapKey("phase"), knownvalue.StringExact("Running")),
 				},
 			},
+			{Config: withEphemeral},
 		},
 	})
 
@@ -125,6 +135,22 @@ resource "agentsandbox_git_sync" "examples" {
 				return nil
 			},
 		}},
+	})
+}
+
+// waitSettled waits until the sandbox runs and every member of the
+// WarmPool is Ready, so nothing changes the pool while a step reads it.
+func waitSettled(t *testing.T, pool, sandbox string) {
+	t.Helper()
+	testcluster.Eventually(t, "sandbox "+sandbox+" Running and WarmPool "+pool+" full", func() (bool, string) {
+		p, s := live(t, "warm_pool", pool), live(t, "sandbox", sandbox)
+		if p == nil || s == nil {
+			return false, "not found"
+		}
+		ready, _, _ := unstructured.NestedInt64(p.Object, "status", "readyReplicas")
+		want, _, _ := unstructured.NestedInt64(p.Object, "spec", "replicas")
+		phase, _, _ := unstructured.NestedString(s.Object, "status", "phase")
+		return ready == want && phase == "Running", fmt.Sprintf("pool %d of %d Ready, sandbox %q", ready, want, phase)
 	})
 }
 
