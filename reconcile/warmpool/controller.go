@@ -172,10 +172,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 	}
 	unseen, inFlight := r.expected.observe(pool.Name, members)
-	missing := want - len(keep) - unseen
-	deferred := time.Duration(0)
-	if missing > 0 {
-		missing, deferred = r.topUp(pool.Name, len(keep)+unseen, missing, want, time.Now())
+	// toBuild is what this pass builds of the missing members: all of
+	// them, or fewer while claims keep coming (deferred until they pause).
+	toBuild, deferred := want-len(keep)-unseen, time.Duration(0)
+	if toBuild > 0 {
+		toBuild, deferred = r.topUp(pool.Name, len(keep)+unseen, toBuild, want, time.Now())
 	}
 	// Builds are independent: one that fails leaves its member incomplete
 	// for a later pass and does not cut the others short. A pod refused
@@ -201,7 +202,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			return nil
 		})
 	}
-	for i := 0; i < min(missing, buildsPerPass); i++ {
+	for i := 0; i < min(toBuild, buildsPerPass); i++ {
 		name := memberName(pool.Name)
 		build(name, sandbox.MemberObjects(pool, name, tpl, nodePool, r.BlockedEgress))
 	}
@@ -226,7 +227,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	// A pass that left members to build is followed by the next as the
 	// watch shows the ones it created; builds the cache never shows are
 	// given up after expectationTTL, and a pass then must look again.
-	if unseen > 0 || missing > 0 {
+	if unseen > 0 || toBuild > 0 {
 		return ctrl.Result{RequeueAfter: expectationTTL}, nil
 	}
 	return ctrl.Result{}, nil
