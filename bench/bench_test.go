@@ -2,7 +2,8 @@
 // and OpenTofu applying and planning 200 resources, on the test cluster with
 // the reconciler running in-process:
 //
-//	make bench     (-bench 'APICreate|WarmClaim' -benchtime 100x, then
+//	make bench     (bench/floor's ClaimWrites, then here -bench
+//	                'APICreate|WarmClaim' -benchtime 100x, then
 //	                APIThroughput 2000x, WarmPoolFill1000 and Terraform200 1x)
 //
 // Each benchmark reports its figures (p50/p95/p99 latency in milliseconds,
@@ -14,7 +15,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/latency"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
@@ -37,59 +38,6 @@ import (
 
 func TestMain(m *testing.M) {
 	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.SetupControllers(mgr) })
-}
-
-// latencies collects durations from parallel clients.
-type latencies struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (l *latencies) add(d time.Duration) {
-	l.mu.Lock()
-	l.d = append(l.d, d)
-	l.mu.Unlock()
-}
-
-func (l *latencies) report(b *testing.B) {
-	sort.Slice(l.d, func(i, j int) bool { return l.d[i] < l.d[j] })
-	pct := func(p float64) float64 {
-		if len(l.d) == 0 {
-			return 0
-		}
-		return float64(l.d[int(p*float64(len(l.d)-1))].Microseconds()) / 1000
-	}
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.95), "p95-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
-}
-
-// run calls op b.N times from clients goroutines.
-func run(b *testing.B, clients int, op func() time.Duration) {
-	l := &latencies{}
-	var next int64
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	b.ResetTimer()
-	for w := 0; w < clients; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				if next >= int64(b.N) {
-					mu.Unlock()
-					return
-				}
-				next++
-				mu.Unlock()
-				l.add(op())
-			}
-		}()
-	}
-	wg.Wait()
-	b.StopTimer()
-	l.report(b)
 }
 
 // BenchmarkAPICreate is the floor: one ConfigMap create, as the API server
@@ -100,7 +48,7 @@ func BenchmarkAPICreate(b *testing.B) {
 	ns := floorNamespace(b)
 	for _, clients := range []int{1, 20} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			run(b, clients, func() time.Duration {
+			latency.Run(b, clients, func() time.Duration {
 				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "floor-"}}
 				start := time.Now()
 				if err := c.Create(ctx, cm); err != nil {
@@ -196,10 +144,10 @@ func BenchmarkWarmClaim(b *testing.B) {
 			}
 			// The namespaces of an earlier run (or sub-benchmark) being
 			// deleted would load the API server while this one measures.
-			waitNoTerminatingNamespaces(b)
+			testcluster.Get(b).WaitNoTerminatingNamespaces(b)
 			var warm, cold sync.Map
 			writes := reconciletest.WriteCount()
-			run(b, clients, func() time.Duration {
+			latency.Run(b, clients, func() time.Duration {
 				s := &v1.Sandbox{
 					ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("claim")},
 					Spec:       v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: pool.Name}, Owner: "bench@example.com"},
@@ -248,28 +196,4 @@ func refillWrite(w reconciletest.Write) bool {
 		}
 	}
 	return strings.Contains(w.Path, "/warmpools/")
-}
-
-// waitNoTerminatingNamespaces waits until the namespace controller has
-// finished deleting namespaces: each costs it dozens of requests.
-func waitNoTerminatingNamespaces(b *testing.B) {
-	c := testcluster.Get(b).Client
-	for deadline := time.Now().Add(10 * time.Minute); ; time.Sleep(time.Second) {
-		list := &corev1.NamespaceList{}
-		if err := c.List(context.Background(), list); err != nil {
-			b.Fatal(err)
-		}
-		terminating := 0
-		for _, ns := range list.Items {
-			if ns.DeletionTimestamp != nil {
-				terminating++
-			}
-		}
-		if terminating == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%d namespaces still terminating after 10 minutes", terminating)
-		}
-	}
 }

@@ -354,3 +354,28 @@ func Eventually(t testing.TB, what string, cond func() (bool, string)) {
 		t.Fatalf("timed out waiting for %s; last seen: %s", what, last)
 	}
 }
+
+// WaitNoTerminatingNamespaces waits until the namespace controller has
+// finished deleting namespaces: each costs it dozens of requests, which
+// would load the API server while a benchmark measures.
+func (c *Cluster) WaitNoTerminatingNamespaces(t testing.TB) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Minute); ; time.Sleep(time.Second) {
+		list := &corev1.NamespaceList{}
+		if err := c.Client.List(context.Background(), list); err != nil {
+			t.Fatal(err)
+		}
+		terminating := 0
+		for _, ns := range list.Items {
+			if ns.DeletionTimestamp != nil {
+				terminating++
+			}
+		}
+		if terminating == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d namespaces still terminating after 10 minutes", terminating)
+		}
+	}
+}
