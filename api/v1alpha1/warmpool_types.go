@@ -84,6 +84,9 @@ type WarmPoolStatus struct {
 	// +optional
 	TemplateHash string `json:"templateHash,omitempty"`
 	// Conditions: Ready (readyReplicas == replicas), Reconciling, Stalled.
+	// Ready's reason says why a pool is short: Filling, TemplateNotReady,
+	// or MembersUnschedulable (the scheduler cannot place some members'
+	// pods; they are held, and its message says why).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -210,6 +210,9 @@ type Member struct {
 	// was cut short, or the cache has not shown it yet).
 	Complete bool
 	Ready    bool
+	// Unschedulable is why the scheduler cannot place the member's pod,
+	// when it said so.
+	Unschedulable string
 }
 
 // Members lists the pool's unclaimed members that are not being deleted.
@@ -239,8 +242,11 @@ func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member,
 		if ns.DeletionTimestamp != nil || !metav1.IsControlledBy(ns, pool) {
 			continue
 		}
-		pod := podOf[ns.Name]
-		members = append(members, Member{Namespace: ns, Complete: pod != nil, Ready: pod != nil && PodReady(pod)})
+		m := Member{Namespace: ns}
+		if pod := podOf[ns.Name]; pod != nil {
+			m.Complete, m.Ready, m.Unschedulable = true, PodReady(pod), Unschedulable(pod)
+		}
+		members = append(members, m)
 	}
 	// Oldest first: a pool trims the newest, and claims spread from there.
 	sort.Slice(members, func(i, j int) bool {

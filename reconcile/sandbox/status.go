@@ -66,14 +66,23 @@ func phaseOf(o observed) (phase v1.SandboxPhase, ready bool, reason, message str
 
 // startingMessage says what the pod waits for, e.g. scheduling.
 func startingMessage(pod *corev1.Pod) string {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
-			return "pod not scheduled: " + c.Message
-		}
+	if why := Unschedulable(pod); why != "" {
+		return "pod not scheduled: " + why
 	}
 	phase := pod.Status.Phase
 	if phase == "" {
 		phase = corev1.PodPending
 	}
 	return "pod is " + string(phase) + ", waiting for it to be ready"
+}
+
+// Unschedulable is why the scheduler has not placed the pod, as it said in
+// the pod's PodScheduled condition, or "" when it has not said.
+func Unschedulable(pod *corev1.Pod) string {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
+			return c.Message
+		}
+	}
+	return ""
 }

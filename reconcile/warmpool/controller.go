@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/index"
@@ -45,6 +46,16 @@ const (
 	ReasonFull             = "PoolFull"
 	ReasonFilling          = "Filling"
 	ReasonTemplateNotReady = "TemplateNotReady"
+	// ReasonUnschedulable: some members' pods cannot be placed on a node.
+	// They are kept, not rebuilt: a new pod would not fit either, and they
+	// start as soon as a node they fit joins.
+	ReasonUnschedulable = "MembersUnschedulable"
+)
+
+// Event reasons of a WarmPool besides its Ready reasons.
+const (
+	ReasonMembersDeleted = "MembersDeleted"
+	ReasonBuildFailed    = "BuildFailed"
 )
 
 // concurrentBuilds bounds how many members one pass builds at once. Each
@@ -84,6 +95,7 @@ type Reconciler struct {
 	client.Client
 	// apiReader confirms, past the cache, that an object exists.
 	apiReader client.Reader
+	recorder  recorder.EventRecorder
 
 	// BlockedEgress are ranges broader egress rules never open.
 	BlockedEgress []netip.Prefix
@@ -97,7 +109,7 @@ type Reconciler struct {
 // NewReconciler returns a Reconciler with the default blocked ranges.
 func NewReconciler(mgr ctrl.Manager) *Reconciler {
 	return &Reconciler{
-		Client: mgr.GetClient(), apiReader: mgr.GetAPIReader(),
+		Client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("warmpool-controller"),
 		BlockedEgress: sandbox.DefaultBlockedEgress, expected: newExpectations(),
 	}
 }
@@ -121,6 +133,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=warmpools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=warmpools/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile tops the pool up, trims it and rolls stale members.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
@@ -135,7 +148,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, nil // members go by garbage collection
 	}
 	patcher := patch.NewSerialPatcher(pool, r.Client)
+	readyBefore := conditions.Get(pool, v1.ReadyCondition).DeepCopy()
 	defer func() {
+		r.recordReadyTransition(pool, readyBefore)
 		// An object deleted meanwhile has no status left to write; the
 		// helper reports that as an aggregate, which FilterOut unpacks.
 		err := kerrors.FilterOut(patcher.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{
@@ -162,15 +177,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	want := int(ptrOr(pool.Spec.Replicas, 1))
 	keep, drop := plan(members, want, pool.Spec.UpdateStrategy.Type, tpl.Status.ContentHash)
+	var deleted deletions
 	for _, m := range drop {
 		// Conditional on the resourceVersion the cache saw: a member a
 		// Sandbox claimed meanwhile has changed and is not deleted.
 		ns := m.Namespace.DeepCopy()
 		err := r.Delete(ctx, ns, client.Preconditions{UID: &ns.UID, ResourceVersion: &ns.ResourceVersion})
 		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			r.recordDeletions(pool, deleted, want)
 			return ctrl.Result{}, fmt.Errorf("failed to delete member %s: %w", ns.Name, err)
 		}
+		if err == nil {
+			deleted.count(pool.Spec.UpdateStrategy.Type == v1.RecreateUpdateStrategy && ns.Labels[v1.LabelTemplateHash] != tpl.Status.ContentHash)
+		}
 	}
+	r.recordDeletions(pool, deleted, want)
 	unseen, inFlight := r.expected.observe(pool.Name, members)
 	// toBuild is what this pass builds of the missing members: all of
 	// them, or fewer while claims keep coming (deferred until they pause).
@@ -216,6 +237,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	setStatus(pool, keep, want, deferred > 0)
 	if err := builds.Wait(); err != nil {
 		// The first failed build; the retry completes every member.
+		r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, ReasonBuildFailed, "Build", "%v", err)
 		return ctrl.Result{}, err
 	}
 	if waitingForSA.Load() {
@@ -358,12 +380,18 @@ func (r *Reconciler) memberEvents() handler.EventHandler {
 }
 
 // setStatus counts the members; waiting says the pool is short because it
-// waits for claims to pause.
+// waits for claims to pause. A pool short because the scheduler cannot
+// place some members says so, with the scheduler's reason for the oldest.
 func setStatus(pool *v1.WarmPool, keep []sandbox.Member, want int, waiting bool) {
-	ready := 0
+	ready, unschedulable, why := 0, 0, ""
 	for _, m := range keep {
-		if m.Ready {
+		switch {
+		case m.Ready:
 			ready++
+		case m.Unschedulable != "":
+			if unschedulable++; why == "" {
+				why = m.Unschedulable
+			}
 		}
 	}
 	pool.Status.Replicas, pool.Status.ReadyReplicas = int32(len(keep)), int32(ready)
@@ -372,12 +400,64 @@ func setStatus(pool *v1.WarmPool, keep []sandbox.Member, want int, waiting bool)
 		conditions.Delete(pool, v1.ReconcilingCondition)
 		return
 	}
-	msg := fmt.Sprintf("%d of %d members Ready", ready, want)
+	reason, msg := ReasonFilling, fmt.Sprintf("%d of %d members Ready", ready, want)
+	if unschedulable > 0 {
+		reason = ReasonUnschedulable
+		msg += fmt.Sprintf("; %d cannot be scheduled: %s", unschedulable, why)
+	}
 	if waiting {
 		msg += "; topping up when claims pause"
 	}
-	conditions.MarkFalse(pool, v1.ReadyCondition, ReasonFilling, "%s", msg)
-	conditions.MarkReconciling(pool, ReasonFilling, "%s", msg)
+	conditions.MarkFalse(pool, v1.ReadyCondition, reason, "%s", msg)
+	conditions.MarkReconciling(pool, reason, "%s", msg)
+}
+
+// deletions counts the members a pass deleted, by why: rolled out
+// (stale, under Recreate) or beyond replicas.
+type deletions struct{ stale, excess int }
+
+func (d *deletions) count(stale bool) {
+	if stale {
+		d.stale++
+	} else {
+		d.excess++
+	}
+}
+
+// recordDeletions emits one event for the members a pass deleted.
+func (r *Reconciler) recordDeletions(pool *v1.WarmPool, d deletions, want int) {
+	var why []string
+	if d.stale > 0 {
+		why = append(why, fmt.Sprintf("%d built from an earlier template", d.stale))
+	}
+	if d.excess > 0 {
+		why = append(why, fmt.Sprintf("%d beyond replicas %d", d.excess, want))
+	}
+	if len(why) > 0 {
+		r.recorder.Eventf(pool, nil, corev1.EventTypeNormal, ReasonMembersDeleted, "Delete",
+			"deleted %d members: %s", d.stale+d.excess, strings.Join(why, ", "))
+	}
+}
+
+// recordReadyTransition emits an event when the pool runs into a problem
+// (its template, members that cannot be scheduled) or out of one. A pool
+// going from full to filling and back as it is claimed from and topped up
+// is its everyday work, and emits none.
+func (r *Reconciler) recordReadyTransition(pool *v1.WarmPool, before *metav1.Condition) {
+	after := conditions.Get(pool, v1.ReadyCondition)
+	if after == nil || (before != nil && before.Reason == after.Reason) {
+		return
+	}
+	switch {
+	case problem(after.Reason):
+		r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
+	case before != nil && problem(before.Reason):
+		r.recorder.Eventf(pool, nil, corev1.EventTypeNormal, after.Reason, "Reconcile", "%s", after.Message)
+	}
+}
+
+func problem(reason string) bool {
+	return reason == ReasonTemplateNotReady || reason == ReasonUnschedulable
 }
 
 func ptrOr(p *int32, def int32) int32 {

@@ -12,6 +12,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -22,6 +23,7 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/warmpool"
 )
 
 func TestMain(m *testing.M) {
@@ -99,6 +101,38 @@ func setImage(t *testing.T, c client.Client, tpl *v1.SandboxTemplate, image stri
 	return hash
 }
 
+// waitEvent waits for an event about the pool of the type and reason whose
+// note contains each of notes.
+func waitEvent(t *testing.T, c client.Client, pool *v1.WarmPool, eventType, reason string, notes ...string) {
+	t.Helper()
+	testcluster.Eventually(t, fmt.Sprintf("a %s event %s about pool %s", eventType, reason, pool.Name), func() (bool, string) {
+		list := &eventsv1.EventList{}
+		if err := c.List(context.Background(), list, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, ev := range list.Items {
+			if ev.Regarding.Kind != "WarmPool" || ev.Regarding.Name != pool.Name {
+				continue
+			}
+			seen = append(seen, ev.Type+" "+ev.Reason+": "+ev.Note)
+			if ev.Type == eventType && ev.Reason == reason && containsAll(ev.Note, notes) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(seen)
+	})
+}
+
+func containsAll(s string, parts []string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
+
 func TestPoolFillsAndScalesThroughScaleSubresource(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Get(t).Client
@@ -131,6 +165,7 @@ func TestPoolFillsAndScalesThroughScaleSubresource(t *testing.T) {
 		}
 		return n == 1, fmt.Sprintf("%d members", n)
 	})
+	waitEvent(t, c, pool, corev1.EventTypeNormal, warmpool.ReasonMembersDeleted, "beyond replicas 1")
 }
 
 func TestRecreateRollsMembersAtOnce(t *testing.T) {
@@ -144,6 +179,7 @@ func TestRecreateRollsMembersAtOnce(t *testing.T) {
 		return byHash[hash] == 2 && len(byHash) == 1, fmt.Sprint(byHash)
 	})
 	poolStatus(t, c, pool, 2, 2)
+	waitEvent(t, c, pool, corev1.EventTypeNormal, warmpool.ReasonMembersDeleted, "built from an earlier template")
 }
 
 func TestOnReplenishKeepsStaleMembersUntilClaimed(t *testing.T) {
@@ -267,8 +303,19 @@ func TestUnschedulableMembersAreHeld(t *testing.T) {
 		}
 	}
 	got := poolStatus(t, c, pool, 2, 0)
-	if msg := conditions.GetMessage(got, v1.ReadyCondition); !strings.Contains(msg, "0 of 2 members Ready") {
-		t.Errorf("Ready message %q, want it to count the Ready members", msg)
+	ready := conditions.Get(got, v1.ReadyCondition)
+	if ready.Reason != warmpool.ReasonUnschedulable || !containsAll(ready.Message, []string{"0 of 2 members Ready", "2 cannot be scheduled: 0/"}) {
+		t.Errorf("Ready %s: %q, want %s counting the Ready members and saying why the others wait", ready.Reason, ready.Message, warmpool.ReasonUnschedulable)
+	}
+	waitEvent(t, c, pool, corev1.EventTypeWarning, warmpool.ReasonUnschedulable, "cannot be scheduled: 0/")
+
+	// A node the node pool selects joins: the members held start, and the
+	// pool says it recovered.
+	testcluster.Get(t).Node(t, nodePool.Spec.NodeSelector)
+	poolStatus(t, c, pool, 2, 2)
+	waitEvent(t, c, pool, corev1.EventTypeNormal, warmpool.ReasonFull, "2 of 2 members Ready")
+	if now := names(); !slices.Equal(now, first) {
+		t.Errorf("members changed from %v to %v; the held ones should have started", first, now)
 	}
 }
 
