@@ -57,6 +57,17 @@ type GitSyncSpec struct {
 	// identity and known_hosts for SSH.
 	// +optional
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+
+	// ServiceAccountName is a ServiceAccount in the reconciler's namespace
+	// the sync reads, validates, applies and prunes as, so a repository can
+	// only change what that account may (a team's repository its own
+	// sandboxes, say, and no node pools). It needs get, list, create, patch
+	// and delete on the kinds the repository declares, and get on those
+	// they reference. Unset, the sync acts as the reconciler.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 }
 
 // GitRef selects a revision: at most one of branch, tag and commit.

@@ -118,21 +118,25 @@ const listPage = 500
 // every object of the kinds, so that an object not labelled yet shows its
 // field changes too.
 func (a *Applier) ListLive(ctx context.Context, decls []declarations.Declaration, full bool) (Live, error) {
-	kinds := map[schema.GroupVersionKind]bool{}
+	// Each kind with the first declaration of it, which a failed list
+	// names: "forbidden" alone does not say which file asked for it.
+	kinds := map[schema.GroupVersionKind]declarations.Declaration{}
 	for _, d := range decls {
-		kinds[d.Object.GroupVersionKind()] = true
+		if _, seen := kinds[d.Object.GroupVersionKind()]; !seen {
+			kinds[d.Object.GroupVersionKind()] = d
+		}
 	}
 	opts := []client.ListOption{client.Limit(listPage)}
 	if owner, ok := commonOwner(decls); ok && !full {
 		opts = append(opts, client.MatchingLabels{LabelGitSync: owner})
 	}
 	out := Live{}
-	for gvk := range kinds {
+	for gvk, first := range kinds {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		for {
 			if err := a.client.List(ctx, list, append(opts, client.Continue(list.GetContinue()))...); err != nil {
-				return nil, fmt.Errorf("failed to list %s: %w", gvk.Kind, err)
+				return nil, fmt.Errorf("%s: failed to list %s: %w", first.Where(), gvk.Kind, err)
 			}
 			for i := range list.Items {
 				out[ObjectKey{gvk, list.Items[i].GetName()}] = newLiveObject(&list.Items[i], full)

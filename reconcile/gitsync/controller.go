@@ -23,8 +23,10 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,15 +43,18 @@ import (
 
 // Reasons of the Ready condition.
 const (
-	ReasonSucceeded        = "ReconciliationSucceeded"
-	ReasonProgressing      = "Progressing"
-	ReasonAuthFailed       = "AuthenticationFailed"
-	ReasonFetchFailed      = "FetchFailed"
-	ReasonBuildFailed      = "BuildFailed"
-	ReasonValidationFailed = "ValidationFailed"
-	ReasonApplyFailed      = "ApplyFailed"
-	ReasonPruneFailed      = "PruneFailed"
-	ReasonHealthCheck      = "HealthCheckFailed"
+	ReasonSucceeded   = "ReconciliationSucceeded"
+	ReasonProgressing = "Progressing"
+	ReasonAuthFailed  = "AuthenticationFailed"
+	// ReasonServiceAccountNotFound: spec.serviceAccountName names no
+	// ServiceAccount in the reconciler's namespace.
+	ReasonServiceAccountNotFound = "ServiceAccountNotFound"
+	ReasonFetchFailed            = "FetchFailed"
+	ReasonBuildFailed            = "BuildFailed"
+	ReasonValidationFailed       = "ValidationFailed"
+	ReasonApplyFailed            = "ApplyFailed"
+	ReasonPruneFailed            = "PruneFailed"
+	ReasonHealthCheck            = "HealthCheckFailed"
 )
 
 // healthInterval is how often a sync looks at what it applied while
@@ -63,16 +68,23 @@ const DefaultSecretNamespace = "agentsandbox-system"
 // Reconciler reconciles GitSyncs.
 type Reconciler struct {
 	client.Client
-	// secrets reads the credentials Secret directly: a cache would need
-	// list and watch on every Secret, and this controller may only get the
-	// Secrets of its own namespace.
-	secrets   client.Reader
+	// uncached reads the credentials Secret and the ServiceAccount
+	// directly: a cache would need list and watch on every one, and this
+	// controller may only get those of its own namespace.
+	uncached  client.Reader
 	recorder  recorder.EventRecorder
 	applier   *applier.Applier
 	namespace string
 	workDir   string
+	// config and mapper make the appliers that act as a GitSync's
+	// ServiceAccount.
+	config *rest.Config
+	mapper meta.RESTMapper
 
 	mu sync.Mutex
+	// actingAs keeps an applier per ServiceAccount: a client of its own
+	// (impersonation is per connection) that shares the manager's mapper.
+	actingAs map[string]*applier.Applier
 	// checkouts keeps the last checkout of each GitSync, so a sync whose
 	// ls-remote shows an unchanged revision re-applies it without cloning.
 	checkouts map[types.UID]checkout
@@ -98,9 +110,12 @@ func NewReconciler(mgr ctrl.Manager) *Reconciler {
 	}
 	return &Reconciler{
 		Client:    mgr.GetClient(),
-		secrets:   mgr.GetAPIReader(),
+		uncached:  mgr.GetAPIReader(),
 		recorder:  mgr.GetEventRecorder("gitsync-controller"),
 		applier:   applier.New(mgr.GetClient()),
+		config:    mgr.GetConfig(),
+		mapper:    mgr.GetRESTMapper(),
+		actingAs:  map[string]*applier.Applier{},
 		namespace: ns,
 		workDir:   filepath.Join(os.TempDir(), "agentsandbox-gitsync"),
 		checkouts: map[types.UID]checkout{},
@@ -132,6 +147,7 @@ var requestedPredicate = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) b
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=gitsyncs/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=nodepools;sandboxtemplates;warmpools;sandboxes,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",namespace=agentsandbox-system,resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",namespace=agentsandbox-system,resources=serviceaccounts,verbs=get;impersonate
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile runs one sync of a GitSync and schedules the next.
@@ -162,7 +178,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	wasReady := conditions.IsTrue(gs, v1.ReadyCondition)
 	previousMessage := conditions.GetMessage(gs, v1.ReadyCondition)
 	if gs.Status.ObservedGeneration != gs.Generation {
-		// A new spec: say so before the (possibly slow) fetch.
+		// A new spec may act as another ServiceAccount: every object is
+		// validated again, as it, rather than skipped as unchanged.
+		r.forget(gs.UID)
+		// Say so before the (possibly slow) fetch.
 		conditions.MarkReconciling(gs, ReasonProgressing, "syncing generation %d", gs.Generation)
 		conditions.MarkUnknown(gs, v1.ReadyCondition, ReasonProgressing, "syncing generation %d", gs.Generation)
 		if err := patcher.Patch(ctx, gs); err != nil {
@@ -229,6 +248,10 @@ type problem struct {
 // that order, and stops at the first step that fails, so a bad revision
 // writes nothing.
 func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, *problem) {
+	ap, err := r.applierFor(ctx, gs)
+	if err != nil {
+		return nil, &problem{reason: ReasonServiceAccountNotFound, message: err.Error()}
+	}
 	auth, err := r.auth(ctx, gs)
 	if err != nil {
 		return nil, &problem{reason: ReasonAuthFailed, message: err.Error()}
@@ -245,7 +268,7 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 		return nil, &problem{reason: ReasonBuildFailed, stalled: true,
 			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
-	live, err := r.applier.ListLive(ctx, decls, false)
+	live, err := ap.ListLive(ctx, decls, false)
 	if err != nil {
 		return nil, &problem{reason: ReasonValidationFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
@@ -253,7 +276,7 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 	if err != nil {
 		return nil, &problem{reason: ReasonValidationFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
-	planned, err := r.applier.Validate(ctx, todo, live, false)
+	planned, err := ap.Validate(ctx, todo, live, false)
 	if err != nil {
 		return nil, &problem{reason: ReasonValidationFailed,
 			message: fmt.Sprintf("revision %s: dry run refused: %v", co.rev, err)}
@@ -264,11 +287,11 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 	if prune {
 		pruning = applier.Stale(gs.Status.Inventory, inventory)
 	}
-	if err := r.applier.CheckReferences(ctx, decls, pruning); err != nil {
+	if err := ap.CheckReferences(ctx, decls, pruning); err != nil {
 		return nil, &problem{reason: ReasonValidationFailed,
 			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
-	changes, err := r.applier.Apply(ctx, planned)
+	changes, err := ap.Apply(ctx, planned)
 	if err != nil {
 		r.forget(gs.UID)
 		// Whatever was applied is recorded, so a later revision prunes it.
@@ -276,7 +299,7 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 		return changes, &problem{reason: ReasonApplyFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
 	if prune {
-		pruned, err := r.applier.Prune(ctx, gs.Status.Inventory, inventory, gs.Name)
+		pruned, err := ap.Prune(ctx, gs.Status.Inventory, inventory, gs.Name)
 		if pruned != nil {
 			changes.Append(pruned.Entries)
 		}
@@ -291,7 +314,7 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 		// The listing predates the writes: the health wait lists again.
 		live = nil
 	}
-	if err := r.applier.WaitHealthy(ctx, decls, live, healthInterval); err != nil {
+	if err := ap.WaitHealthy(ctx, decls, live, healthInterval); err != nil {
 		return changes, &problem{reason: ReasonHealthCheck, message: fmt.Sprintf("revision %s applied, but %v", co.rev, err)}
 	}
 	if err := r.remember(gs.UID, decls, planned); err != nil {
@@ -308,13 +331,46 @@ func (r *Reconciler) auth(ctx context.Context, gs *v1.GitSync) (transport.AuthMe
 	}
 	key := types.NamespacedName{Namespace: r.namespace, Name: gs.Spec.SecretRef.Name}
 	secret := &corev1.Secret{}
-	if err := r.secrets.Get(ctx, key, secret); err != nil {
+	if err := r.uncached.Get(ctx, key, secret); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("spec.secretRef: secret %s not found", key)
 		}
 		return nil, fmt.Errorf("spec.secretRef: failed to read secret %s: %w", key, err)
 	}
 	return source.Auth(gs.Spec.URL, key.String(), secret.Data)
+}
+
+// applierFor returns the applier a GitSync's declarations go through: the
+// reconciler's own, or one acting as spec.serviceAccountName once that
+// ServiceAccount is found (the API server would let the reconciler act as
+// one that does not exist, and refuse each request for lack of access).
+func (r *Reconciler) applierFor(ctx context.Context, gs *v1.GitSync) (*applier.Applier, error) {
+	name := gs.Spec.ServiceAccountName
+	if name == "" {
+		return r.applier, nil
+	}
+	key := types.NamespacedName{Namespace: r.namespace, Name: name}
+	if err := r.uncached.Get(ctx, key, &corev1.ServiceAccount{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("spec.serviceAccountName: ServiceAccount %s not found", key)
+		}
+		return nil, fmt.Errorf("spec.serviceAccountName: failed to read ServiceAccount %s: %w", key, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ap, ok := r.actingAs[name]; ok {
+		return ap, nil
+	}
+	cfg := rest.CopyConfig(r.config)
+	// The API server adds the ServiceAccount's groups to the username.
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + r.namespace + ":" + name}
+	c, err := client.New(cfg, client.Options{Scheme: r.Scheme(), Mapper: r.mapper})
+	if err != nil {
+		return nil, fmt.Errorf("spec.serviceAccountName: failed to make a client acting as %s: %w", key, err)
+	}
+	ap := applier.New(c)
+	r.actingAs[name] = ap
+	return ap, nil
 }
 
 // fetch returns a checkout of the revision the ref points at now, cloning

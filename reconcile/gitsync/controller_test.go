@@ -13,7 +13,9 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/google/go-cmp/cmp"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -420,6 +422,122 @@ func TestCredentials(t *testing.T) {
 	if _, ok := getPool(t, pool); !ok {
 		t.Error("pool not created with the right credentials")
 	}
+}
+
+// TestServiceAccountLimitsTheSync syncs as a ServiceAccount that may only
+// manage sandbox templates: a repository that also declares a node pool is
+// refused as a whole, and applies once it declares only what the account
+// may.
+func TestServiceAccountLimitsTheSync(t *testing.T) {
+	ctx := context.Background()
+	c := testcluster.Get(t).Client
+	srv := gittest.New(t, "", "")
+	tpl, pool, sa := testcluster.Name("tenant-t"), testcluster.Name("tenant-p"), testcluster.Name("tenant")
+	template := fmt.Sprintf("apiVersion: agentsandbox.dev/v1alpha1\nkind: SandboxTemplate\nmetadata:\n  name: %s\nspec:\n  image: python:3.12\n", tpl)
+	srv.Commit("main", map[string]string{"template.yaml": template, "pool.yaml": poolYAML(pool, "")})
+	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.ServiceAccountName = sa })
+
+	got := sync(t, gs)
+	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonServiceAccountNotFound,
+		"spec.serviceAccountName: ServiceAccount "+gitsync.DefaultSecretNamespace+"/"+sa+" not found")
+
+	// The reconciler may act as the ServiceAccounts of its namespace, as
+	// config/rbac installs it (the tests' reconciler already acts as its
+	// own account, and one cannot act as an account twice).
+	accounts := []string{"system:serviceaccounts", "system:serviceaccounts:" + gitsync.DefaultSecretNamespace}
+	if ok, why := allowed(t, reconciletest.ServiceAccount, accounts, authorizationv1.ResourceAttributes{
+		Namespace: gitsync.DefaultSecretNamespace, Verb: "impersonate", Resource: "serviceaccounts", Name: sa,
+	}); !ok {
+		t.Errorf("the reconciler may not impersonate ServiceAccount %s: %s", sa, why)
+	}
+
+	newServiceAccount(t, sa, rbacv1.PolicyRule{
+		APIGroups: []string{v1.GroupVersion.Group}, Resources: []string{"sandboxtemplates"},
+		Verbs: []string{"get", "list", "watch", "create", "patch", "delete"},
+	})
+	got = sync(t, gs)
+	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonValidationFailed,
+		"pool.yaml, document 1: failed to list NodePool", "system:serviceaccount:"+gitsync.DefaultSecretNamespace+":"+sa, "forbidden")
+	if err := c.Get(ctx, client.ObjectKey{Name: tpl}, &v1.SandboxTemplate{}); !apierrors.IsNotFound(err) {
+		t.Errorf("template %s applied although the revision was refused: %v", tpl, err)
+	}
+	if _, ok := getPool(t, pool); ok {
+		t.Errorf("node pool %s created by a ServiceAccount that may not", pool)
+	}
+
+	srv.Commit("main", map[string]string{"template.yaml": template})
+	got = sync(t, gs)
+	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	getTemplate(t, tpl)
+}
+
+// TestNewServiceAccountRevalidatesEverything gives a GitSync that applied
+// a node pool as the reconciler a ServiceAccount that may read node pools
+// but not change them: the next sync validates the pool again, as the
+// account, and is refused, rather than skipping it as unchanged.
+func TestNewServiceAccountRevalidatesEverything(t *testing.T) {
+	ctx := context.Background()
+	c := testcluster.Get(t).Client
+	srv := gittest.New(t, "", "")
+	pool, sa := testcluster.Name("reval"), testcluster.Name("reader")
+	srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "")})
+	gs := newGitSync(t, srv.URL(), nil)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+
+	newServiceAccount(t, sa, rbacv1.PolicyRule{
+		APIGroups: []string{v1.GroupVersion.Group}, Resources: []string{"nodepools"}, Verbs: []string{"get", "list", "watch"},
+	})
+	cur := getGitSync(t, gs)
+	base := cur.DeepCopy()
+	cur.Spec.ServiceAccountName = sa
+	if err := c.Patch(ctx, cur, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	wantReady(t, sync(t, gs), metav1.ConditionFalse, gitsync.ReasonValidationFailed,
+		"pool.yaml, document 1", `cannot patch resource "nodepools"`)
+}
+
+// newServiceAccount creates a ServiceAccount in the reconciler's namespace
+// with a ClusterRole of rules bound to it, and waits until the authorizer
+// grants the first rule's first verb.
+func newServiceAccount(t *testing.T, name string, rules ...rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := context.Background()
+	c := testcluster.Get(t).Client
+	account := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: gitsync.DefaultSecretNamespace}}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: gitsync.DefaultSecretNamespace}},
+	}
+	for _, obj := range []client.Object{account, role, binding} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Delete(context.Background(), obj) })
+	}
+	user := "system:serviceaccount:" + gitsync.DefaultSecretNamespace + ":" + name
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + gitsync.DefaultSecretNamespace}
+	testcluster.Eventually(t, "the ServiceAccount's access", func() (bool, string) {
+		return allowed(t, user, groups, authorizationv1.ResourceAttributes{
+			Group: rules[0].APIGroups[0], Verb: rules[0].Verbs[0], Resource: rules[0].Resources[0],
+		})
+	})
+}
+
+// allowed asks the API server's authorizer whether user, in groups, may do
+// what attrs say.
+func allowed(t *testing.T, user string, groups []string, attrs authorizationv1.ResourceAttributes) (bool, string) {
+	t.Helper()
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: user, Groups: groups, ResourceAttributes: &attrs,
+	}}
+	if err := testcluster.Get(t).Client.Create(context.Background(), review); err != nil {
+		t.Fatal(err)
+	}
+	return review.Status.Allowed, review.Status.Reason
 }
 
 func TestPruneDisabled(t *testing.T) {
