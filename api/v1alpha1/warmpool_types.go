@@ -85,8 +85,9 @@ type WarmPoolStatus struct {
 	TemplateHash string `json:"templateHash,omitempty"`
 	// Conditions: Ready (readyReplicas == replicas), Reconciling, Stalled.
 	// Ready's reason says why a pool is short: Filling, TemplateNotReady,
-	// or MembersUnschedulable (the scheduler cannot place some members'
-	// pods; they are held, and its message says why).
+	// MembersUnschedulable (the scheduler cannot place some members' pods;
+	// they are held, and its message says why) or BuildFailed (the API
+	// server refused a member's object; its answer is in the message).
 	// +listType=map
 	// +listMapKey=type
 	// +optional

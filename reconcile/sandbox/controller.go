@@ -37,18 +37,30 @@ import (
 // can name who asked for a transition.
 const AnnotationChangedBy = "agentsandbox.dev/changed-by"
 
-// serviceAccountRetry is how soon a pod refused for want of its namespace's
-// default ServiceAccount is tried again: the controller manager creates it
-// moments after the namespace.
-const serviceAccountRetry = 500 * time.Millisecond
+// settlingRetry is how soon a pod refused because its namespace is too new
+// is tried again: the controller manager completes a namespace moments
+// after it is created.
+const settlingRetry = 500 * time.Millisecond
 
-// ServiceAccountPending tells the refusal of a pod in a namespace so new
-// that the controller manager has not created its default ServiceAccount
-// yet. The ServiceAccount admission plugin refuses the pod even though it
-// mounts no token; the API gives the case no reason of its own, so it is
-// told by its message.
-func ServiceAccountPending(err error) bool {
-	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "error looking up service account")
+// NamespaceSettling tells the refusal of a pod in a namespace so new that
+// the controller manager has not completed it yet, and says what the pod
+// waits for: the namespace's default ServiceAccount (the ServiceAccount
+// admission plugin refuses the pod even though it mounts no token), or the
+// first count of its ResourceQuota (quota admission refuses every pod while
+// a quota's status is unknown, which under load lasts seconds). The API
+// gives neither case a reason of its own, so they are told by their
+// messages. Neither is a failure to back off from.
+func NamespaceSettling(err error) (waitingFor string, ok bool) {
+	if !apierrors.IsForbidden(err) {
+		return "", false
+	}
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "error looking up service account"):
+		return "the namespace's default ServiceAccount, which the controller manager creates", true
+	case strings.Contains(msg, "status unknown for quota"):
+		return "the controller manager's first count of the namespace's ResourceQuota", true
+	}
+	return "", false
 }
 
 // waitRetry is how often a sandbox waiting on something the controller does
@@ -204,12 +216,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	pod, err := r.convergePod(ctx, bp, desired)
-	if ServiceAccountPending(err) {
-		msg := "waiting for the namespace's default ServiceAccount, which the controller manager creates"
+	if waitingFor, ok := NamespaceSettling(err); ok {
+		msg := "waiting for " + waitingFor
 		conditions.MarkFalse(sbx, v1.ReadyCondition, ReasonStarting, "%s", msg)
 		conditions.MarkReconciling(sbx, ReasonStarting, "%s", msg)
 		sbx.Status.Phase, sbx.Status.Namespace = v1.SandboxPhaseStarting, namespace
-		return ctrl.Result{RequeueAfter: serviceAccountRetry}, nil
+		return ctrl.Result{RequeueAfter: settlingRetry}, nil
 	}
 	if err != nil {
 		conditions.MarkFalse(sbx, v1.ReadyCondition, "PodFailed", "%v", err)

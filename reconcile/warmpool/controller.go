@@ -30,6 +30,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -50,13 +51,19 @@ const (
 	// They are kept, not rebuilt: a new pod would not fit either, and they
 	// start as soon as a node they fit joins.
 	ReasonUnschedulable = "MembersUnschedulable"
+	// ReasonBuildFailed: the API server refused a member's object (an
+	// admission policy, a quota); the message has its answer.
+	ReasonBuildFailed = "BuildFailed"
 )
 
-// Event reasons of a WarmPool besides its Ready reasons.
-const (
-	ReasonMembersDeleted = "MembersDeleted"
-	ReasonBuildFailed    = "BuildFailed"
-)
+// ReasonMembersDeleted is the event of a pass that deleted members.
+const ReasonMembersDeleted = "MembersDeleted"
+
+// maxRetryDelay bounds the backoff after failed passes: a pool whose builds
+// fail keeps trying at least this often, so it fills soon after the cause
+// (an admission policy, a quota the controller manager is slow to count)
+// goes. controller-runtime's default backoff grows to about 16 minutes.
+const maxRetryDelay = 30 * time.Second
 
 // concurrentBuilds bounds how many members one pass builds at once. Each
 // build is a handful of creates in order; a pool filling from empty needs
@@ -126,6 +133,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Namespace{}, r.memberEvents()).
 		Watches(&corev1.Pod{}, r.memberEvents()).
 		Watches(&v1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfTemplate)).
+		WithOptions(controller.Options{
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
+		}).
 		Complete(r)
 }
 
@@ -201,11 +211,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	// Builds are independent: one that fails leaves its member incomplete
 	// for a later pass and does not cut the others short. A pod refused
-	// because its brand-new namespace has no default ServiceAccount yet is
-	// no failure; the pass just comes back a second later (waitingForSA).
+	// because its brand-new namespace is not complete yet (no default
+	// ServiceAccount, a quota not counted yet) is no failure; the pass just
+	// comes back a second later (settling).
 	var builds errgroup.Group
 	builds.SetLimit(concurrentBuilds)
-	var waitingForSA atomic.Bool
+	var settling atomic.Bool
 	build := func(name string, objs []client.Object) {
 		r.expected.building(pool.Name, name)
 		builds.Go(func() error {
@@ -213,8 +224,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			if err != nil {
 				r.expected.failed(pool.Name, name)
 			}
-			if sandbox.ServiceAccountPending(err) {
-				waitingForSA.Store(true)
+			if _, ok := sandbox.NamespaceSettling(err); ok {
+				settling.Store(true)
 				return nil
 			}
 			if err != nil {
@@ -237,19 +248,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	setStatus(pool, keep, want, deferred > 0)
 	if err := builds.Wait(); err != nil {
 		// The first failed build; the retry completes every member.
-		r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, ReasonBuildFailed, "Build", "%v", err)
+		msg := fmt.Sprintf("%s; %v", conditions.GetMessage(pool, v1.ReadyCondition), err)
+		conditions.MarkFalse(pool, v1.ReadyCondition, ReasonBuildFailed, "%s", msg)
+		conditions.MarkReconciling(pool, ReasonBuildFailed, "%s", msg)
 		return ctrl.Result{}, err
 	}
-	if waitingForSA.Load() {
+	if settling.Load() {
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	if deferred > 0 {
 		return ctrl.Result{RequeueAfter: deferred}, nil
 	}
 	// A pass that left members to build is followed by the next as the
-	// watch shows the ones it created; builds the cache never shows are
-	// given up after expectationTTL, and a pass then must look again.
-	if unseen > 0 || toBuild > 0 {
+	// watch shows the ones it created; builds the cache never shows whole
+	// (a member whose pod never appears included) are given up after
+	// expectationTTL, and a pass then must look again.
+	if unseen > 0 || toBuild > 0 || len(inFlight) > 0 {
 		return ctrl.Result{RequeueAfter: expectationTTL}, nil
 	}
 	return ctrl.Result{}, nil
@@ -452,12 +466,12 @@ func (r *Reconciler) recordReadyTransition(pool *v1.WarmPool, before *metav1.Con
 	case problem(after.Reason):
 		r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
 	case before != nil && problem(before.Reason):
-		r.recorder.Eventf(pool, nil, corev1.EventTypeNormal, after.Reason, "Reconcile", "%s", after.Message)
+		r.recorder.Eventf(pool, nil, corev1.EventTypeNormal, after.Reason, "Reconcile", "%s; recovered from %s", after.Message, before.Reason)
 	}
 }
 
 func problem(reason string) bool {
-	return reason == ReasonTemplateNotReady || reason == ReasonUnschedulable
+	return reason == ReasonTemplateNotReady || reason == ReasonUnschedulable || reason == ReasonBuildFailed
 }
 
 func ptrOr(p *int32, def int32) int32 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -101,8 +102,8 @@ func setImage(t *testing.T, c client.Client, tpl *v1.SandboxTemplate, image stri
 	return hash
 }
 
-// waitEvent waits for an event about the pool of the type and reason whose
-// note contains each of notes.
+// waitEvent waits for an event about the pool of the type and reason (any,
+// when empty) whose note contains each of notes.
 func waitEvent(t *testing.T, c client.Client, pool *v1.WarmPool, eventType, reason string, notes ...string) {
 	t.Helper()
 	testcluster.Eventually(t, fmt.Sprintf("a %s event %s about pool %s", eventType, reason, pool.Name), func() (bool, string) {
@@ -116,7 +117,7 @@ func waitEvent(t *testing.T, c client.Client, pool *v1.WarmPool, eventType, reas
 				continue
 			}
 			seen = append(seen, ev.Type+" "+ev.Reason+": "+ev.Note)
-			if ev.Type == eventType && ev.Reason == reason && containsAll(ev.Note, notes) {
+			if ev.Type == eventType && (reason == "" || ev.Reason == reason) && containsAll(ev.Note, notes) {
 				return true, ""
 			}
 		}
@@ -313,10 +314,89 @@ func TestUnschedulableMembersAreHeld(t *testing.T) {
 	// pool says it recovered.
 	testcluster.Get(t).Node(t, nodePool.Spec.NodeSelector)
 	poolStatus(t, c, pool, 2, 2)
-	waitEvent(t, c, pool, corev1.EventTypeNormal, warmpool.ReasonFull, "2 of 2 members Ready")
+	waitEvent(t, c, pool, corev1.EventTypeNormal, "", "recovered from "+warmpool.ReasonUnschedulable)
 	if now := names(); !slices.Equal(now, first) {
 		t.Errorf("members changed from %v to %v; the held ones should have started", first, now)
 	}
+}
+
+// TestRefusedBuildsSayWhyAndRecover refuses the pods of a pool's members
+// with an admission policy: the pool says so in Ready (BuildFailed, with
+// the policy's message) and in an event, keeps the members it has, and
+// fills once the policy goes.
+func TestRefusedBuildsSayWhyAndRecover(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := testcluster.Get(t).Client
+	tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("tpl")}, Spec: v1.SandboxTemplateSpec{Image: "python:3.12"}}
+	create(t, c, tpl)
+	refusal := "pods refused by policy " + tpl.Name
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: tpl.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: refusal}},
+		},
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: tpl.Name},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{v1.LabelTemplate: tpl.Name},
+			}},
+		},
+	}
+	create(t, c, policy)
+	create(t, c, binding)
+	// Policies take effect a moment after they are created: a pod in a
+	// namespace the binding selects is refused before the pool is made.
+	probe := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("probe"), Labels: map[string]string{v1.LabelTemplate: tpl.Name}}}
+	create(t, c, probe)
+	testcluster.Eventually(t, "the policy refusing pods", func() (bool, string) {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: probe.Name},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "python:3.12"}}},
+		}
+		err := c.Create(ctx, pod, client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), refusal), fmt.Sprint(err)
+	})
+
+	pool := &v1.WarmPool{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("pool")},
+		Spec:       v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: tpl.Name}, Replicas: ptr.To[int32](2)},
+	}
+	create(t, c, pool)
+	testcluster.Eventually(t, "Ready False with the refusal", func() (bool, string) {
+		got := &v1.WarmPool{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pool), got); err != nil {
+			return false, err.Error()
+		}
+		ready := conditions.Get(got, v1.ReadyCondition)
+		return ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == warmpool.ReasonBuildFailed &&
+			containsAll(ready.Message, []string{"0 of 2 members Ready", refusal}), fmt.Sprint(ready)
+	})
+	waitEvent(t, c, pool, corev1.EventTypeWarning, warmpool.ReasonBuildFailed, refusal)
+	n := 0
+	for _, count := range members(t, c, pool) {
+		n += count
+	}
+	if n != 2 {
+		t.Errorf("the pool has %d members for 2 replicas while their pods are refused; it should keep the ones it made", n)
+	}
+
+	if err := c.Delete(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	poolStatus(t, c, pool, 2, 2)
+	waitEvent(t, c, pool, corev1.EventTypeNormal, "", "recovered from "+warmpool.ReasonBuildFailed)
 }
 
 // TestClaimBurstDefersTopUp claims 8 of a pool's 12 members, one every
