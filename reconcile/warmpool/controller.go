@@ -454,7 +454,8 @@ func (r *Reconciler) recordDeletions(pool *v1.WarmPool, d deletions, want int) {
 }
 
 // recordReadyTransition emits an event when the pool runs into a problem
-// (its template, members that cannot be scheduled) or out of one. A pool
+// (its template, members that cannot be scheduled, refused builds) or out
+// of one. A pool
 // going from full to filling and back as it is claimed from and topped up
 // is its everyday work, and emits none.
 func (r *Reconciler) recordReadyTransition(pool *v1.WarmPool, before *metav1.Condition) {
