@@ -23,6 +23,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	sandboxv1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/apply"
 )
 
 // Scheme knows the built-in kinds, CustomResourceDefinitions (to tell a
@@ -75,6 +76,10 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 			&networkingv1.NetworkPolicy{}:   {Label: managed},
 			&rbacv1.RoleBinding{}:           {Label: managed},
 		}},
+		// Every write the controllers make without a field manager of its
+		// own (status patches, the claim's namespace update) is recorded
+		// under the reconciler's, not under the binary's name.
+		Client:                        client.Options{FieldOwner: apply.FieldManager},
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:        opts.HealthAddr,
 		LeaderElection:                opts.LeaderElection,

@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/apply"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
 )
 
@@ -24,6 +25,11 @@ func TestColdStartBuildsAnIsolatedSandbox(t *testing.T) {
 
 	got := waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
 	assertIsolated(t, c, got)
+	for _, m := range got.ManagedFields {
+		if m.Subresource == "status" && m.Manager != apply.FieldManager {
+			t.Errorf("status written by field manager %q, want %q", m.Manager, apply.FieldManager)
+		}
+	}
 	s := got.Status
 	if s.Phase != v1.SandboxPhaseRunning || s.Namespace != "sandbox-"+sbx.Name || s.PodName != sandbox.PodName ||
 		s.PodIP == "" || s.LaunchType != v1.LaunchCold {
