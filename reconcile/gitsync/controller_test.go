@@ -444,7 +444,7 @@ func TestServiceAccountLimitsTheSync(t *testing.T) {
 	// The reconciler may act as the ServiceAccounts of its namespace, as
 	// config/rbac installs it (the tests' reconciler already acts as its
 	// own account, and one cannot act as an account twice).
-	accounts := []string{"system:serviceaccounts", "system:serviceaccounts:" + gitsync.DefaultSecretNamespace}
+	_, accounts := serviceAccountUser("")
 	if ok, why := allowed(t, reconciletest.ServiceAccount, accounts, authorizationv1.ResourceAttributes{
 		Namespace: gitsync.DefaultSecretNamespace, Verb: "impersonate", Resource: "serviceaccounts", Name: sa,
 	}); !ok {
@@ -455,9 +455,10 @@ func TestServiceAccountLimitsTheSync(t *testing.T) {
 		APIGroups: []string{v1.GroupVersion.Group}, Resources: []string{"sandboxtemplates"},
 		Verbs: []string{"get", "list", "watch", "create", "patch", "delete"},
 	})
+	tenant, _ := serviceAccountUser(sa)
 	got = sync(t, gs)
 	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonValidationFailed,
-		"pool.yaml, document 1: failed to list NodePool", "system:serviceaccount:"+gitsync.DefaultSecretNamespace+":"+sa, "forbidden")
+		"pool.yaml, document 1: failed to list NodePool", tenant, "forbidden")
 	if err := c.Get(ctx, client.ObjectKey{Name: tpl}, &v1.SandboxTemplate{}); !apierrors.IsNotFound(err) {
 		t.Errorf("template %s applied although the revision was refused: %v", tpl, err)
 	}
@@ -518,13 +519,19 @@ func newServiceAccount(t *testing.T, name string, rules ...rbacv1.PolicyRule) {
 		}
 		t.Cleanup(func() { _ = c.Delete(context.Background(), obj) })
 	}
-	user := "system:serviceaccount:" + gitsync.DefaultSecretNamespace + ":" + name
-	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + gitsync.DefaultSecretNamespace}
+	user, groups := serviceAccountUser(name)
 	testcluster.Eventually(t, "the ServiceAccount's access", func() (bool, string) {
 		return allowed(t, user, groups, authorizationv1.ResourceAttributes{
 			Group: rules[0].APIGroups[0], Verb: rules[0].Verbs[0], Resource: rules[0].Resources[0],
 		})
 	})
+}
+
+// serviceAccountUser is the username and groups of a ServiceAccount of the
+// reconciler's namespace, as the API server authenticates it.
+func serviceAccountUser(name string) (string, []string) {
+	ns := gitsync.DefaultSecretNamespace
+	return "system:serviceaccount:" + ns + ":" + name, []string{"system:serviceaccounts", "system:serviceaccounts:" + ns}
 }
 
 // allowed asks the API server's authorizer whether user, in groups, may do
