@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
@@ -18,15 +20,39 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
 )
 
-// clientFlags are the connection flags every sandbox command takes: the
-// commands act with the caller's kubeconfig, as kubectl does.
+// clientFlags are the connection flags every command but reconcile takes:
+// the commands act with the caller's kubeconfig, as kubectl does, and, with
+// --as, as someone else the caller may impersonate (an administrator
+// helping a developer, a pipeline previewing what a GitSync's
+// ServiceAccount may apply).
 type clientFlags struct {
-	kubeconfig, context string
+	kubeconfig, context, as string
+	asGroups                []string
 }
 
 func (f *clientFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "path of the kubeconfig (default $KUBECONFIG or ~/.kube/config)")
-	cmd.Flags().StringVar(&f.context, "context", "", "kubeconfig context to use")
+	fl := cmd.Flags()
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "path of the kubeconfig (default $KUBECONFIG or ~/.kube/config)")
+	fl.StringVar(&f.context, "context", "", "kubeconfig context to use")
+	fl.StringVar(&f.as, "as", "", "user to impersonate, e.g. system:serviceaccount:agentsandbox-system:NAME")
+	fl.StringArrayVar(&f.asGroups, "as-group", nil, "group to impersonate (repeatable; needs --as)")
+}
+
+// config loads the kubeconfig as kubectl does: the file --kubeconfig names,
+// else $KUBECONFIG, else ~/.kube/config.
+func (f *clientFlags) config() (*rest.Config, error) {
+	if len(f.asGroups) > 0 && f.as == "" {
+		return nil, errors.New("--as-group needs --as: the API server impersonates groups only of an impersonated user")
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = f.kubeconfig
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: f.context}
+	overrides.AuthInfo.Impersonate, overrides.AuthInfo.ImpersonateGroups = f.as, f.asGroups
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("failed to load kubeconfig: %w", err)
+	}
+	return cfg, nil
 }
 
 func (f *clientFlags) client() (*sandboxclient.Client, error) {
@@ -34,7 +60,11 @@ func (f *clientFlags) client() (*sandboxclient.Client, error) {
 	// report those errors themselves, and scripts read stderr.
 	klog.LogToStderr(false)
 	klog.SetOutput(io.Discard)
-	return sandboxclient.NewFromKubeconfig(f.kubeconfig, f.context)
+	cfg, err := f.config()
+	if err != nil {
+		return nil, err
+	}
+	return sandboxclient.New(cfg)
 }
 
 // outputFlag is -o for the commands that print sandboxes.

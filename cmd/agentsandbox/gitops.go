@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/applier"
@@ -40,22 +40,24 @@ func (e *exitError) Error() string {
 
 func newDiffCommand() *cobra.Command {
 	var src gitOpsSource
-	var gitSync string
+	var scope pruneFlags
 	cmd := &cobra.Command{
-		Use:   "diff --path DIR | --git URL [--branch B|--tag T|--commit C] [--path P] [--gitsync NAME]",
+		Use:   "diff --path DIR | --git URL [--branch B|--tag T|--commit C] [--path P] [--gitsync NAME | --name NAME]",
 		Short: "Show what a GitSync of DIR would create, change and prune on the cluster",
 		Long: `Reads the declarations below DIR as a GitSync does (strictly), validates them
 with a server-side dry run, and prints the objects a sync would create (+) and
 the fields it would change (~). With --git, DIR is --path inside a clone of the
 repository (credentials: see below).
 
-Pruning needs the inventory of earlier syncs, which a directory does not have:
---gitsync NAME compares against the GitSync NAME on the cluster instead. The
+Pruning needs to know what earlier syncs applied, which a directory does not:
+--gitsync NAME compares against the GitSync NAME on the cluster. The
 declarations are then labelled as that GitSync labels them, and the objects its
 status.inventory lists that DIR no longer declares are printed (-) when its
 next sync would delete them: still on the cluster, labelled
 agentsandbox.dev/gitsync=NAME, not annotated agentsandbox.dev/prune: disabled,
-and spec.prune not false. Without --gitsync nothing is shown as pruned.
+and spec.prune not false. --name NAME shows what "sync --once --name NAME"
+would prune: the objects labelled agentsandbox.dev/gitsync=NAME that DIR no
+longer declares. With neither, nothing is shown as pruned.
 
 Exit status: 0 no change, 1 changes (prunes included), 2 error.
 ` + gitCredentialsHelp,
@@ -66,30 +68,167 @@ Exit status: 0 no change, 1 changes (prunes included), 2 error.
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			var previous *v1.GitSync
-			if gitSync != "" {
-				if previous, err = readGitSync(ctx, a.Client(), gitSync); err != nil {
-					return &exitError{code: 2, err: err}
-				}
-				applier.SetOwner(decls, gitSync)
+			prune, err := scope.resolve(ctx, a, decls)
+			if err != nil {
+				return &exitError{code: 2, err: err}
 			}
 			changes, err := a.Validate(ctx, decls, nil, true)
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			pruned, err := wouldPrune(ctx, a, decls, previous)
+			pruned, err := prune.preview(ctx, a, decls)
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			if printChanges(cmd.OutOrStdout(), changes, pruned, gitSync) {
+			if printChanges(cmd.OutOrStdout(), changes, pruned, prune.why) {
 				return &exitError{code: 1}
 			}
 			return nil
 		},
 	}
 	src.addFlags(cmd)
-	cmd.Flags().StringVar(&gitSync, "gitsync", "", "compare with the GitSync of this name on the cluster: its ownership label and the objects its next sync would prune")
+	cmd.Flags().StringVar(&scope.gitSync, "gitsync", "", "compare with the GitSync of this name on the cluster: its ownership label and the objects its next sync would prune")
+	cmd.Flags().StringVar(&scope.name, "name", "", `show what "sync --once --name NAME" would label and prune`)
+	cmd.MarkFlagsMutuallyExclusive("gitsync", "name")
 	return cmd
+}
+
+func newSyncCommand() *cobra.Command {
+	var src gitOpsSource
+	var scope pruneFlags
+	var once bool
+	cmd := &cobra.Command{
+		Use:   "sync --once --path DIR | --git URL [--branch B|--tag T|--commit C] [--path P] [--name NAME]",
+		Short: "Apply the declarations of DIR once, as a GitSync would, for pipelines",
+		Long: `Reads, validates and applies the declarations below DIR with the GitSync's
+field manager and stages. Nothing is applied unless every declaration is
+valid.
+
+Without --name nothing is pruned: a directory does not know what earlier syncs
+applied. With --name NAME every object applied is labelled
+agentsandbox.dev/gitsync=NAME, and the label is the inventory: after the
+apply, the objects labelled so that DIR no longer declares are deleted (in
+reverse stage order, except those annotated agentsandbox.dev/prune: disabled),
+as kubectl apply --prune -l does. A reference to an object about to be pruned
+is refused before anything is applied. NAME must not be a GitSync's on the
+cluster, whose objects carry the same label.
+` + gitCredentialsHelp,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !once {
+				return errors.New("only --once is supported: a continuous sync is a GitSync in the cluster")
+			}
+			ctx := cmd.Context()
+			a, decls, err := load(ctx, src)
+			if err != nil {
+				return err
+			}
+			prune, err := scope.resolve(ctx, a, decls)
+			if err != nil {
+				return err
+			}
+			planned, err := a.Validate(ctx, decls, nil, false)
+			if err != nil {
+				return err
+			}
+			if err := a.CheckReferences(ctx, decls, prune.stale(decls)); err != nil {
+				return err
+			}
+			changes, err := a.Apply(ctx, planned)
+			printEntries(cmd.OutOrStdout(), changes)
+			if err != nil || prune.owner == "" {
+				return err
+			}
+			changes, err = a.Prune(ctx, prune.previous, applier.Inventory(decls), prune.owner)
+			printEntries(cmd.OutOrStdout(), changes)
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&once, "once", false, "apply once and exit")
+	cmd.Flags().StringVar(&scope.name, "name", "", "label what this sync applies agentsandbox.dev/gitsync=NAME, and prune what is labelled so and no longer declared")
+	src.addFlags(cmd)
+	return cmd
+}
+
+// printEntries prints what an apply or prune did, one object a line.
+func printEntries(w io.Writer, changes *ssa.ChangeSet) {
+	if changes == nil {
+		return
+	}
+	for _, e := range changes.Entries {
+		fmt.Fprintf(w, "%s %s\n", e.Subject, e.Action)
+	}
+}
+
+// pruneFlags say what diff compares with, and what sync --once prunes.
+type pruneFlags struct {
+	gitSync, name string
+}
+
+// pruneScope is what a sync prunes: the objects of previous still labelled
+// as owner's that the declarations no longer have. An empty owner prunes
+// nothing.
+type pruneScope struct {
+	owner    string
+	previous []v1.InventoryEntry
+	// why ends a pruned object's line in diff's output.
+	why string
+}
+
+// resolve reads what the flags name, labels decls as their owner's and
+// returns what a sync of decls would prune from.
+func (f pruneFlags) resolve(ctx context.Context, a *applier.Applier, decls []declarations.Declaration) (pruneScope, error) {
+	switch {
+	case f.gitSync != "":
+		gs, err := readGitSync(ctx, a.Client(), f.gitSync)
+		if err != nil {
+			return pruneScope{}, err
+		}
+		applier.SetOwner(decls, gs.Name)
+		if gs.Spec.Prune != nil && !*gs.Spec.Prune {
+			return pruneScope{}, nil
+		}
+		return pruneScope{owner: gs.Name, previous: gs.Status.Inventory, why: "in the inventory of GitSync " + gs.Name + ", no longer declared"}, nil
+	case f.name != "":
+		if err := validation.IsValidLabelValue(f.name); len(err) > 0 {
+			return pruneScope{}, fmt.Errorf("--name %q: %s", f.name, strings.Join(err, "; "))
+		}
+		err := a.Client().Get(ctx, client.ObjectKey{Name: f.name}, &v1.GitSync{})
+		switch {
+		case err == nil:
+			return pruneScope{}, fmt.Errorf("--name %s: a GitSync of that name is on the cluster, and its objects are labelled %s=%s too; choose another name", f.name, applier.LabelGitSync, f.name)
+		case !apierrors.IsNotFound(err):
+			return pruneScope{}, fmt.Errorf("--name %s: failed to check for a GitSync of that name: %w", f.name, err)
+		}
+		previous, err := a.Labelled(ctx, f.name)
+		if err != nil {
+			return pruneScope{}, err
+		}
+		applier.SetOwner(decls, f.name)
+		return pruneScope{owner: f.name, previous: previous, why: "labelled " + applier.LabelGitSync + "=" + f.name + ", no longer declared"}, nil
+	}
+	return pruneScope{}, nil
+}
+
+// stale lists what the sync would prune, for the reference check: an
+// object about to be deleted cannot be referenced.
+func (p pruneScope) stale(decls []declarations.Declaration) []v1.InventoryEntry {
+	if p.owner == "" {
+		return nil
+	}
+	return applier.Stale(p.previous, applier.Inventory(decls))
+}
+
+// preview checks the references of decls as the sync would and returns the
+// live objects it would prune.
+func (p pruneScope) preview(ctx context.Context, a *applier.Applier, decls []declarations.Declaration) ([]*unstructured.Unstructured, error) {
+	if err := a.CheckReferences(ctx, decls, p.stale(decls)); err != nil {
+		return nil, err
+	}
+	if p.owner == "" {
+		return nil, nil
+	}
+	return a.WouldPrune(ctx, p.previous, applier.Inventory(decls), p.owner)
 }
 
 // readGitSync reads the GitSync --gitsync names.
@@ -104,67 +243,14 @@ func readGitSync(ctx context.Context, c client.Client, name string) (*v1.GitSync
 	return gs, nil
 }
 
-// wouldPrune checks the references of decls as a sync of previous would
-// (an object it is about to prune does not count) and returns the live
-// objects that sync would prune; none without previous.
-func wouldPrune(ctx context.Context, a *applier.Applier, decls []declarations.Declaration, previous *v1.GitSync) ([]*unstructured.Unstructured, error) {
-	if previous == nil || (previous.Spec.Prune != nil && !*previous.Spec.Prune) {
-		return nil, a.CheckReferences(ctx, decls, nil)
-	}
-	current := applier.Inventory(decls)
-	if err := a.CheckReferences(ctx, decls, applier.Stale(previous.Status.Inventory, current)); err != nil {
-		return nil, err
-	}
-	return a.WouldPrune(ctx, previous.Status.Inventory, current, previous.Name)
-}
-
-func newSyncCommand() *cobra.Command {
-	var src gitOpsSource
-	var once bool
-	cmd := &cobra.Command{
-		Use:   "sync --once --path DIR | --git URL [--branch B|--tag T|--commit C] [--path P]",
-		Short: "Apply the declarations of DIR once, as a GitSync would, for pipelines",
-		Long: `Reads, validates and applies the declarations below DIR with the GitSync's
-field manager and stages. Nothing is applied unless every declaration is
-valid. Nothing is pruned: a directory has no inventory of earlier syncs.
-` + gitCredentialsHelp,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !once {
-				return errors.New("only --once is supported: a continuous sync is a GitSync in the cluster")
-			}
-			ctx := cmd.Context()
-			a, decls, err := load(ctx, src)
-			if err != nil {
-				return err
-			}
-			planned, err := a.Validate(ctx, decls, nil, false)
-			if err != nil {
-				return err
-			}
-			if err := a.CheckReferences(ctx, decls, nil); err != nil {
-				return err
-			}
-			changes, err := a.Apply(ctx, planned)
-			if changes != nil {
-				for _, e := range changes.Entries {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", e.Subject, e.Action)
-				}
-			}
-			return err
-		},
-	}
-	cmd.Flags().BoolVar(&once, "once", false, "apply once and exit")
-	src.addFlags(cmd)
-	return cmd
-}
-
 // gitOpsSource is where diff and sync read declarations: a local directory,
 // or a path in a Git repository.
 type gitOpsSource struct {
 	path, url string
 	ref       v1.GitRef
 	creds     gitCredentials
+	// conn is the cluster the declarations are compared with or applied to.
+	conn clientFlags
 }
 
 func (s *gitOpsSource) addFlags(cmd *cobra.Command) {
@@ -176,9 +262,7 @@ func (s *gitOpsSource) addFlags(cmd *cobra.Command) {
 	f.StringVar(&s.ref.Commit, "commit", "", "with --git: the commit")
 	cmd.MarkFlagsMutuallyExclusive("branch", "tag", "commit")
 	s.creds.addFlags(cmd)
-	goFlags := goflagSet()
-	ctrlconfig.RegisterFlags(goFlags) // --kubeconfig
-	f.AddGoFlagSet(goFlags)
+	s.conn.register(cmd)
 }
 
 // read returns the declarations, cloning the repository first with --git.
@@ -213,15 +297,15 @@ func (s gitOpsSource) read(ctx context.Context) ([]declarations.Declaration, err
 }
 
 // load reads the declarations and returns an applier on the cluster of
-// the kubeconfig.
+// the kubeconfig, acting as --as when given.
 func load(ctx context.Context, src gitOpsSource) (*applier.Applier, []declarations.Declaration, error) {
 	decls, err := src.read(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg, err := ctrl.GetConfig()
+	cfg, err := src.conn.config()
 	if err != nil {
-		return nil, nil, fmt.Errorf("failed to load cluster credentials: %w", err)
+		return nil, nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: reconcile.Scheme})
 	if err != nil {
@@ -232,7 +316,7 @@ func load(ctx context.Context, src gitOpsSource) (*applier.Applier, []declaratio
 
 // printChanges lists creations, field changes and prunes; true when there
 // are any.
-func printChanges(w io.Writer, changes []applier.Change, pruned []*unstructured.Unstructured, gitSync string) bool {
+func printChanges(w io.Writer, changes []applier.Change, pruned []*unstructured.Unstructured, why string) bool {
 	changed := false
 	for _, c := range changes {
 		obj := c.Declaration.Object
@@ -250,7 +334,7 @@ func printChanges(w io.Writer, changes []applier.Change, pruned []*unstructured.
 		changed = true
 	}
 	for _, obj := range pruned {
-		fmt.Fprintf(w, "- %s/%s: pruned (in the inventory of GitSync %s, no longer declared)\n", obj.GetKind(), obj.GetName(), gitSync)
+		fmt.Fprintf(w, "- %s/%s: pruned (%s)\n", obj.GetKind(), obj.GetName(), why)
 		changed = true
 	}
 	if !changed {

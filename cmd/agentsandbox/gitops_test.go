@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -186,6 +187,117 @@ func TestDiffShowsPrunes(t *testing.T) {
 	}
 	if out, code := runCLI(t, "diff", "--path", dir, "--gitsync", gs.Name); code != 0 || !strings.Contains(out, "no changes") {
 		t.Errorf("diff against a GitSync with prune: false: exit %d, output:\n%s", code, out)
+	}
+}
+
+// TestSyncOnceWithNamePrunes: sync --once --name labels what it applies,
+// and a later run prunes what is labelled so and no longer declared, as
+// diff --name shows first; never an object annotated prune: disabled, one
+// a remaining declaration references, or with a GitSync of the name.
+func TestSyncOnceWithNamePrunes(t *testing.T) {
+	c := testcluster.Get(t).Client
+	ctx := context.Background()
+	name := testcluster.Name("pipeline")
+	kept, gone, keep, tpl := testcluster.Name("kept"), testcluster.Name("gone"), testcluster.Name("keep"), testcluster.Name("tpl")
+	t.Cleanup(func() {
+		_ = c.Delete(ctx, &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: tpl}})
+		for _, pool := range []string{kept, gone, keep} {
+			_ = c.Delete(ctx, &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: pool}})
+		}
+	})
+	dir := t.TempDir()
+	writeDecl(t, dir, "kept.yaml", poolDecl(kept, ""))
+	writeDecl(t, dir, "gone.yaml", poolDecl(gone, ""))
+	writeDecl(t, dir, "keep.yaml", poolDecl(keep, "  annotations:\n    agentsandbox.dev/prune: disabled\n"))
+	if out, code := runCLI(t, "sync", "--once", "--path", dir, "--name", name); code != 0 {
+		t.Fatalf("first sync --once --name: exit %d, output:\n%s", code, out)
+	}
+	for _, pool := range []string{kept, gone, keep} {
+		got := &v1.NodePool{}
+		if err := c.Get(ctx, client.ObjectKey{Name: pool}, got); err != nil || got.Labels["agentsandbox.dev/gitsync"] != name {
+			t.Fatalf("NodePool %s after the sync: %v, labels %v", pool, err, got.Labels)
+		}
+	}
+
+	// A template still referencing a pool about to be pruned: refused,
+	// nothing applied, nothing pruned.
+	if err := os.Remove(filepath.Join(dir, "gone.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	writeDecl(t, dir, "tpl.yaml", "apiVersion: agentsandbox.dev/v1alpha1\nkind: SandboxTemplate\nmetadata:\n  name: "+tpl+
+		"\nspec:\n  image: python:3.12\n  nodePoolRef:\n    name: "+gone+"\n")
+	out, code := runCLI(t, "sync", "--once", "--path", dir, "--name", name)
+	if code != 1 || !strings.Contains(out, "tpl.yaml, document 1: SandboxTemplate \""+tpl+"\": spec.nodePoolRef.name: NodePool \""+gone+"\" is no longer declared and would be pruned") {
+		t.Fatalf("sync --once referencing a pool it would prune: exit %d, output:\n%s", code, out)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Name: tpl}, &v1.SandboxTemplate{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the refused sync applied the template: %v", err)
+	}
+
+	if err := os.Remove(filepath.Join(dir, "tpl.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "keep.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	out, code = runCLI(t, "diff", "--path", dir, "--name", name)
+	if code != 1 || !strings.Contains(out, "- NodePool/"+gone+": pruned (labelled agentsandbox.dev/gitsync="+name+", no longer declared)") || strings.Contains(out, keep) {
+		t.Fatalf("diff --name: exit %d, output:\n%s", code, out)
+	}
+	out, code = runCLI(t, "sync", "--once", "--path", dir, "--name", name)
+	if code != 0 || !strings.Contains(out, "NodePool/"+gone+" deleted") {
+		t.Fatalf("sync --once --name without a pool: exit %d, output:\n%s", code, out)
+	}
+	testcluster.Eventually(t, "the pruned pool to be gone", func() (bool, string) {
+		err := c.Get(ctx, client.ObjectKey{Name: gone}, &v1.NodePool{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	for _, pool := range []string{kept, keep} {
+		if err := c.Get(ctx, client.ObjectKey{Name: pool}, &v1.NodePool{}); err != nil {
+			t.Errorf("NodePool %s after the prune: %v", pool, err)
+		}
+	}
+	if out, code := runCLI(t, "diff", "--path", dir, "--name", name); code != 0 || !strings.Contains(out, "no changes") {
+		t.Errorf("diff --name after the prune: exit %d, output:\n%s", code, out)
+	}
+
+	gs := &v1.GitSync{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.GitSyncSpec{URL: "https://git.invalid/x.git", Suspend: true}}
+	if err := c.Create(ctx, gs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(ctx, gs) })
+	if out, code := runCLI(t, "sync", "--once", "--path", dir, "--name", name); code != 1 || !strings.Contains(out, "a GitSync of that name is on the cluster") {
+		t.Errorf("sync --once --name of a GitSync: exit %d, output:\n%s", code, out)
+	}
+	if out, code := runCLI(t, "diff", "--path", dir, "--name", "not a label"); code != 2 || !strings.Contains(out, `--name "not a label"`) {
+		t.Errorf("diff --name of an invalid label value: exit %d, output:\n%s", code, out)
+	}
+}
+
+// TestGitOpsCommandsActAs: with --as, diff and sync --once act as the user
+// named, as a GitSync with serviceAccountName does: what the account may
+// not do is an error naming the file, and nothing is applied.
+func TestGitOpsCommandsActAs(t *testing.T) {
+	c := testcluster.Get(t).Client
+	pool := testcluster.Name("as")
+	t.Cleanup(func() { _ = c.Delete(context.Background(), &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: pool}}) })
+	dir := t.TempDir()
+	writeDecl(t, dir, "pool.yaml", poolDecl(pool, ""))
+	account := "system:serviceaccount:agentsandbox-system:" + testcluster.Name("nobody")
+	for _, args := range [][]string{{"diff"}, {"sync", "--once"}} {
+		out, code := runCLI(t, append(args, "--path", dir, "--as", account)...)
+		if code == 0 || !strings.Contains(out, "pool.yaml, document 1") || !strings.Contains(out, "forbidden") {
+			t.Errorf("%s --as an account without rights: exit %d, output:\n%s", args[0], code, out)
+		}
+	}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: pool}, &v1.NodePool{}); !apierrors.IsNotFound(err) {
+		t.Errorf("sync --once --as an account without rights applied the pool: %v", err)
+	}
+	if out, code := runCLI(t, "diff", "--path", dir, "--as-group", "system:masters"); code != 2 || !strings.Contains(out, "--as-group needs --as") {
+		t.Errorf("diff --as-group without --as: exit %d, output:\n%s", code, out)
+	}
+	if out, code := runCLI(t, "diff", "--path", dir, "--as", "admin", "--as-group", "system:masters"); code != 1 || !strings.Contains(out, "+ NodePool/"+pool) {
+		t.Errorf("diff --as a member of system:masters: exit %d, output:\n%s", code, out)
 	}
 }
 

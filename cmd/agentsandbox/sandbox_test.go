@@ -256,6 +256,14 @@ func TestSandboxCommands(t *testing.T) {
 	if res := cli(t, bob, "", "delete", name); res.code != 1 || !strings.Contains(res.stderr, "not its owner") {
 		t.Errorf("bob's delete: %+v", res)
 	}
+	// --as: an administrator acts as alice, or as bob, with what each may do.
+	admin := testcluster.Developer{Name: "admin", Kubeconfig: testcluster.Get(t).Kubeconfig}
+	if res := cli(t, admin, "", "exec", "--as", alice.Name, name, "--", "sh", "-c", "echo as alice"); res.code != 0 || res.stdout != "as alice\n" {
+		t.Errorf("exec --as the owner: %+v", res)
+	}
+	if res := cli(t, admin, "", "exec", "--as", bob.Name, name, "--", "true"); res.code != 1 || !strings.Contains(res.stderr, "user "+bob.Name+") may not exec") {
+		t.Errorf("exec --as bob: %+v", res)
+	}
 
 	if res := cli(t, alice, "", "stop", "--wait", name); res.code != 0 || !strings.Contains(res.stdout, "stopped") {
 		t.Fatalf("stop: %+v", res)

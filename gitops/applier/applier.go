@@ -35,10 +35,11 @@ const FieldManager = "agentsandbox-gitsync"
 // PruneDisabled is the value of v1.AnnotationPrune that keeps an object.
 const PruneDisabled = "disabled"
 
-// LabelGitSync names the GitSync that last applied an object. Prune deletes
-// only objects carrying its own name, so an object moved from one GitSync's
-// repository to another's is not deleted by the first: both share the
-// field manager, and the inventory alone cannot tell.
+// LabelGitSync names the GitSync (or `agentsandbox sync --once --name`) that
+// last applied an object. Prune deletes only objects carrying its own name,
+// so an object moved from one GitSync's repository to another's is not
+// deleted by the first: both share the field manager, and the inventory
+// alone cannot tell.
 const LabelGitSync = "agentsandbox.dev/gitsync"
 
 // SetOwner labels every declaration as applied by the GitSync named owner.
@@ -396,3 +397,24 @@ func fromID(e v1.InventoryEntry) (*unstructured.Unstructured, error) {
 
 // Client is the client the applier reads and writes through.
 func (a *Applier) Client() client.Client { return a.client }
+
+// Labelled lists the objects on the cluster labelled as owner's, as
+// inventory entries: the inventory of `agentsandbox sync --once --name`,
+// which has no status to keep one in.
+func (a *Applier) Labelled(ctx context.Context, owner string) ([]v1.InventoryEntry, error) {
+	var out []v1.InventoryEntry
+	for _, stage := range stages {
+		for _, kind := range stage {
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(v1.GroupVersion.WithKind(kind + "List"))
+			if err := a.client.List(ctx, list, client.MatchingLabels{LabelGitSync: owner}); err != nil {
+				return nil, fmt.Errorf("failed to list %s labelled %s=%s: %w", kind, LabelGitSync, owner, err)
+			}
+			for i := range list.Items {
+				out = append(out, v1.InventoryEntry{ID: declarations.ID(&list.Items[i]), Version: v1.GroupVersion.Version})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
