@@ -21,9 +21,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
@@ -92,6 +95,8 @@ type Reconciler struct {
 	// pool skip them instead of losing a conditional update to a member the
 	// cache still shows free.
 	taken sync.Map
+	// created times sandboxes' creation for the time-to-Ready metric.
+	created creationClock
 }
 
 // NewReconciler returns a Reconciler with the default blocked ranges.
@@ -111,7 +116,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.Sandbox{}).
+		For(&v1.Sandbox{}, builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(e event.CreateEvent) bool { r.created.noteCreated(e.Object, time.Now()); return true },
+			DeleteFunc: func(e event.DeleteEvent) bool { r.created.forget(e.Object); return true },
+		})).
 		Owns(&corev1.Namespace{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.sandboxOfPod)).
 		Watches(&v1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesOfTemplate)).
@@ -400,7 +408,7 @@ func (r *Reconciler) setStatus(sbx *v1.Sandbox, namespace string, o observed) {
 		if !conditions.IsTrue(sbx, v1.ReadyCondition) {
 			now := time.Now()
 			if sbx.Status.ReadyAt == nil {
-				observeReady(sbx, now)
+				r.observeReady(sbx, now)
 			}
 			sbx.Status.ReadyAt = &metav1.Time{Time: now}
 		}

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,7 +16,7 @@ import (
 // timeToReady is observed once per sandbox, when it first becomes Ready.
 var timeToReady = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 	Name:    "agentsandbox_sandbox_time_to_ready_seconds",
-	Help:    "Time from a sandbox's creation to its first Ready, by launch type.",
+	Help:    "Time from a sandbox's creation (as the reconciler saw it when it saw it within the second of its creationTimestamp) to its first Ready, by launch type.",
 	Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300},
 }, []string{"launch_type"})
 
@@ -23,8 +24,40 @@ func init() {
 	metrics.Registry.MustRegister(timeToReady)
 }
 
-func observeReady(sbx *v1.Sandbox, readyAt time.Time) {
-	timeToReady.WithLabelValues(string(sbx.Status.LaunchType)).Observe(readyAt.Sub(sbx.CreationTimestamp.Time).Seconds())
+func (r *Reconciler) observeReady(sbx *v1.Sandbox, readyAt time.Time) {
+	timeToReady.WithLabelValues(string(sbx.Status.LaunchType)).Observe(readyAt.Sub(r.created.createdAt(sbx)).Seconds())
+}
+
+// creationClock tells when sandboxes were created more precisely than their
+// creationTimestamp, which has whole seconds: a warm claim takes tens of
+// milliseconds, so timing it from that second would add up to a second to
+// every observation and leave the histogram's small buckets meaningless.
+// It keeps when this process saw each sandbox's creation. A sandbox whose
+// creationTimestamp says second C, seen at S before C+1s, was created in
+// [C, S]: S is late by no more than the API server's create and its watch
+// delivery. One seen later than that (created while the reconciler was
+// down, or far behind) keeps C.
+type creationClock struct {
+	seen sync.Map // UID → time.Time
+}
+
+// noteCreated records that obj's creation was seen now.
+func (c *creationClock) noteCreated(obj client.Object, now time.Time) {
+	if now.Sub(obj.GetCreationTimestamp().Time) < time.Second {
+		c.seen.Store(obj.GetUID(), now)
+	}
+}
+
+// forget drops what is kept for a sandbox that is gone.
+func (c *creationClock) forget(obj client.Object) { c.seen.Delete(obj.GetUID()) }
+
+// createdAt returns the best known creation time of sbx, and forgets it:
+// it is asked once, at the first Ready.
+func (c *creationClock) createdAt(sbx *v1.Sandbox) time.Time {
+	if at, ok := c.seen.LoadAndDelete(sbx.UID); ok {
+		return at.(time.Time)
+	}
+	return sbx.CreationTimestamp.Time
 }
 
 // phaseCollector counts sandboxes by phase at scrape time from the
