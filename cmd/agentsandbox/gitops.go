@@ -274,6 +274,9 @@ func (s gitOpsSource) read(ctx context.Context) ([]declarations.Declaration, err
 		if s.creds.given() {
 			return nil, errors.New("the --git-* credential flags need --git URL")
 		}
+		if info, err := os.Stat(s.path); err != nil || !info.IsDir() {
+			return nil, fmt.Errorf("--path %s: no such directory", s.path)
+		}
 		return declarations.ReadDir(s.path, ".")
 	}
 	auth, err := s.creds.auth(s.url)

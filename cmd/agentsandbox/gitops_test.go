@@ -90,6 +90,9 @@ func TestDiffAndSyncOnce(t *testing.T) {
 	if code != 2 || !strings.Contains(out, `pool.yaml, document 1: NodePool: line 9: unknown field "spec.runtimeHandlr"`) {
 		t.Fatalf("diff of an invalid declaration: exit %d, output:\n%s", code, out)
 	}
+	if out, code := runCLI(t, "diff", "--path", filepath.Join(dir, "nope")); code != 2 || !strings.Contains(out, "--path "+filepath.Join(dir, "nope")+": no such directory") {
+		t.Errorf("diff of a missing directory: exit %d, output:\n%s", code, out)
+	}
 	if _, code = runCLI(t, "sync", "--path", dir); code != 1 {
 		t.Errorf("sync without --once: exit %d", code)
 	}
