@@ -34,6 +34,15 @@ type GitSyncSpec struct {
 	// +optional
 	Interval metav1.Duration `json:"interval,omitzero"`
 
+	// RetryInterval is how soon a failed sync is tried again (jittered),
+	// e.g. 30s; without it, after Interval. With a long Interval, a Git
+	// server that was down or a fix pushed after a broken revision is then
+	// picked up without waiting the Interval out.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +optional
+	RetryInterval metav1.Duration `json:"retryInterval,omitzero"`
+
 	// Timeout of one sync: fetch, apply and health wait.
 	// +kubebuilder:default="2m"
 	// +kubebuilder:validation:Type=string

@@ -146,6 +146,7 @@ func (in *GitSyncSpec) DeepCopyInto(out *GitSyncSpec) {
 	*out = *in
 	out.Ref = in.Ref
 	out.Interval = in.Interval
+	out.RetryInterval = in.RetryInterval
 	out.Timeout = in.Timeout
 	if in.Prune != nil {
 		in, out := &in.Prune, &out.Prune

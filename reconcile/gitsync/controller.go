@@ -227,7 +227,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			r.recorder.Eventf(gs, nil, corev1.EventTypeNormal, ReasonSucceeded, "Sync", "revision %s applied; the cluster is in sync", gs.Status.LastAppliedRevision)
 		}
 	}
-	return ctrl.Result{RequeueAfter: jitter(durationOr(gs.Spec.Interval.Duration, 5*time.Minute))}, nil
+	next := durationOr(gs.Spec.Interval.Duration, 5*time.Minute)
+	if p != nil {
+		next = durationOr(gs.Spec.RetryInterval.Duration, next)
+	}
+	return ctrl.Result{RequeueAfter: jitter(next)}, nil
 }
 
 // markHandled records the sync request being acted on.

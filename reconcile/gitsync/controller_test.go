@@ -584,6 +584,32 @@ func TestIntervalSyncsWithoutARequest(t *testing.T) {
 	}
 }
 
+// TestRetryIntervalRetriesAFailure: a failed sync is tried again after
+// spec.retryInterval, not the hour-long interval, so a fix pushed after a
+// broken revision is applied without a request.
+func TestRetryIntervalRetriesAFailure(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	pool := testcluster.Name("retry")
+	srv.Commit("main", map[string]string{"pool.yaml": "kind: [NodePool\n"})
+	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.RetryInterval = metav1.Duration{Duration: time.Second} })
+	if r := conditions.Get(sync(t, gs), v1.ReadyCondition); r == nil || r.Status != metav1.ConditionFalse {
+		t.Fatalf("Ready after a broken revision: %+v", r)
+	}
+
+	fixed := srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "")})
+	c := testcluster.Get(t).Client
+	testcluster.Eventually(t, "a retry to apply "+fixed, func() (bool, string) {
+		got := &v1.GitSync{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(gs), got); err != nil {
+			return false, err.Error()
+		}
+		return got.Status.LastAppliedRevision == "main@sha1:"+fixed, fmt.Sprintf("%v", got.Status.Conditions)
+	})
+	if _, ok := getPool(t, pool); !ok {
+		t.Error("the fixed revision's pool is not on the cluster")
+	}
+}
+
 // TestMetricsAndEvents: syncs are measured by result, and events are
 // recorded on change and failure only, not on a resync that changes nothing.
 func TestMetricsAndEvents(t *testing.T) {
