@@ -14,9 +14,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
 )
 
@@ -53,6 +55,16 @@ func (f *clientFlags) config() (*rest.Config, error) {
 		return nil, fmt.Errorf("failed to load kubeconfig: %w", err)
 	}
 	return cfg, nil
+}
+
+// kubeClient is a client of the agentsandbox.dev kinds (and the core ones)
+// for the GitOps commands.
+func (f *clientFlags) kubeClient() (client.Client, error) {
+	cfg, err := f.config()
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: reconcile.Scheme})
 }
 
 func (f *clientFlags) client() (*sandboxclient.Client, error) {

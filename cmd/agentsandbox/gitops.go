@@ -7,10 +7,13 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,7 +22,6 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/applier"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/source"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 )
 
 // exitError ends the process with a given code, printing err when there is
@@ -97,12 +99,14 @@ func newSyncCommand() *cobra.Command {
 	var src gitOpsSource
 	var scope pruneFlags
 	var once bool
+	var gitSync string
+	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "sync --once --path DIR | --git URL [--branch B|--tag T|--commit C] [--path P] [--name NAME]",
-		Short: "Apply the declarations of DIR once, as a GitSync would, for pipelines",
-		Long: `Reads, validates and applies the declarations below DIR with the GitSync's
-field manager and stages. Nothing is applied unless every declaration is
-valid.
+		Use:   "sync --once --path DIR | --git URL [--branch B|--tag T|--commit C] [--path P] [--name NAME]\n  agentsandbox sync --gitsync NAME [--timeout 5m]",
+		Short: "Apply the declarations of DIR once, as a GitSync would, or have a GitSync sync now",
+		Long: `With --once, reads, validates and applies the declarations below DIR with the
+GitSync's field manager and stages, for pipelines. Nothing is applied unless
+every declaration is valid.
 
 Without --name nothing is pruned: a directory does not know what earlier syncs
 applied. With --name NAME every object applied is labelled
@@ -112,13 +116,37 @@ reverse stage order, except those annotated agentsandbox.dev/prune: disabled),
 as kubectl apply --prune -l does. A reference to an object about to be pruned
 is refused before anything is applied. NAME must not be a GitSync's on the
 cluster, whose objects carry the same label.
+
+With --gitsync NAME, asks the GitSync NAME on the cluster to sync now (the
+agentsandbox.dev/reconcile-requested-at annotation), prints its progress on
+stderr and waits for the outcome: exit 0 and the revision applied, or exit 1
+and why the sync failed. A pipeline runs it after pushing to the repository.
 ` + gitCredentialsHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !once {
-				return errors.New("only --once is supported: a continuous sync is a GitSync in the cluster")
-			}
 			ctx := cmd.Context()
+			if gitSync != "" {
+				if once || src.path != "" || src.url != "" || scope.name != "" {
+					return errors.New("--gitsync has the GitSync sync its own repository: it takes no --once, --path, --git or --name")
+				}
+				c, err := src.conn.kubeClient()
+				if err != nil {
+					return err
+				}
+				gs, err := requestSync(ctx, c, gitSync, timeout, cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				ready := conditions.Get(gs, v1.ReadyCondition)
+				if ready == nil || ready.Status != metav1.ConditionTrue {
+					return fmt.Errorf("GitSync %s: %s", gitSync, conditionSummary(ready))
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "GitSync %s: %s\n", gitSync, ready.Message)
+				return nil
+			}
+			if !once {
+				return errors.New("use --once to apply a directory or repository now, or --gitsync NAME to have a GitSync on the cluster sync now")
+			}
 			a, decls, err := load(ctx, src)
 			if err != nil {
 				return err
@@ -144,10 +172,21 @@ cluster, whose objects carry the same label.
 			return err
 		},
 	}
-	cmd.Flags().BoolVar(&once, "once", false, "apply once and exit")
-	cmd.Flags().StringVar(&scope.name, "name", "", "label what this sync applies agentsandbox.dev/gitsync=NAME, and prune what is labelled so and no longer declared")
+	f := cmd.Flags()
+	f.BoolVar(&once, "once", false, "apply once and exit")
+	f.StringVar(&scope.name, "name", "", "label what this sync applies agentsandbox.dev/gitsync=NAME, and prune what is labelled so and no longer declared")
+	f.StringVar(&gitSync, "gitsync", "", "have the GitSync of this name on the cluster sync now, and wait for the outcome")
+	f.DurationVar(&timeout, "timeout", 5*time.Minute, "with --gitsync: how long to wait for the sync")
 	src.addFlags(cmd)
 	return cmd
+}
+
+// conditionSummary is a condition's reason and message, for an error.
+func conditionSummary(c *metav1.Condition) string {
+	if c == nil {
+		return "no Ready condition yet"
+	}
+	return c.Reason + ": " + c.Message
 }
 
 // printEntries prints what an apply or prune did, one object a line.
@@ -306,11 +345,7 @@ func load(ctx context.Context, src gitOpsSource) (*applier.Applier, []declaratio
 	if err != nil {
 		return nil, nil, err
 	}
-	cfg, err := src.conn.config()
-	if err != nil {
-		return nil, nil, err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: reconcile.Scheme})
+	c, err := src.conn.kubeClient()
 	if err != nil {
 		return nil, nil, err
 	}

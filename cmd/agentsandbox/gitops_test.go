@@ -113,6 +113,27 @@ func poolDecl(name, extra string) string {
 		"spec:\n  runtimeHandler: runsc\n  nodeSelector:\n    agentsandbox.dev/node-group: gvisor\n"
 }
 
+// newGitSync creates a GitSync of the repository on the cluster that syncs
+// hourly (and when asked), deleted with the node pools it applies when the
+// test ends.
+func newGitSync(t *testing.T, url string, pools ...string) *v1.GitSync {
+	t.Helper()
+	c := testcluster.Get(t).Client
+	gs := &v1.GitSync{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("gs")}, Spec: v1.GitSyncSpec{
+		URL: url, Ref: v1.GitRef{Branch: "main"}, Interval: metav1.Duration{Duration: time.Hour},
+	}}
+	if err := c.Create(context.Background(), gs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), gs)
+		for _, name := range pools {
+			_ = c.Delete(context.Background(), &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		}
+	})
+	return gs
+}
+
 // TestDiffShowsPrunes: with --gitsync, diff compares with a GitSync the
 // real reconciler synced: what its inventory lists and the directory no
 // longer declares is shown as pruned, unless annotated prune: disabled or
@@ -128,18 +149,7 @@ func TestDiffShowsPrunes(t *testing.T) {
 		"gone.yaml": poolDecl(gone, ""),
 		"keep.yaml": poolDecl(keep, "  annotations:\n    agentsandbox.dev/prune: disabled\n"),
 	})
-	gs := &v1.GitSync{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("gs")}, Spec: v1.GitSyncSpec{
-		URL: srv.URL(), Ref: v1.GitRef{Branch: "main"}, Interval: metav1.Duration{Duration: time.Hour},
-	}}
-	if err := c.Create(ctx, gs); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.Delete(ctx, gs)
-		for _, name := range []string{kept, gone, keep} {
-			_ = c.Delete(ctx, &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}})
-		}
-	})
+	gs := newGitSync(t, srv.URL(), kept, gone, keep)
 	startReconciler(t, cluster)
 	testcluster.Eventually(t, "the GitSync to apply its three pools", func() (bool, string) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(gs), gs); err != nil {
@@ -301,6 +311,52 @@ func TestGitOpsCommandsActAs(t *testing.T) {
 	}
 	if out, code := runCLI(t, "diff", "--path", dir, "--as", "admin", "--as-group", "system:masters"); code != 1 || !strings.Contains(out, "+ NodePool/"+pool) {
 		t.Errorf("diff --as a member of system:masters: exit %d, output:\n%s", code, out)
+	}
+}
+
+// TestSyncGitSyncWaitsForTheOutcome: sync --gitsync has the GitSync on the
+// cluster sync now and waits for it: exit 0 with the revision applied, exit
+// 1 with the reason when the revision is broken; a suspended or missing
+// GitSync is an error.
+func TestSyncGitSyncWaitsForTheOutcome(t *testing.T) {
+	cluster := testcluster.Get(t)
+	c := cluster.Client
+	ctx := context.Background()
+	pool := testcluster.Name("request")
+	srv := gittest.New(t, "", "")
+	srv.Commit("main", map[string]string{"pool.yaml": poolDecl(pool, "")})
+	gs := newGitSync(t, srv.URL(), pool)
+	startReconciler(t, cluster)
+
+	changed := srv.Commit("main", map[string]string{"pool.yaml": strings.Replace(poolDecl(pool, ""), "node-group: gvisor", "node-group: general", 1)})
+	out, code := runCLI(t, "sync", "--gitsync", gs.Name)
+	if code != 0 || !strings.Contains(out, "GitSync "+gs.Name+": sync requested") || !strings.Contains(out, "GitSync "+gs.Name+": applied revision main@sha1:"+changed) {
+		t.Fatalf("sync --gitsync of a new commit: exit %d, output:\n%s", code, out)
+	}
+	got := &v1.NodePool{}
+	if err := c.Get(ctx, client.ObjectKey{Name: pool}, got); err != nil || got.Spec.NodeSelector["agentsandbox.dev/node-group"] != "general" {
+		t.Errorf("the pool after sync --gitsync returned: %v %v", err, got.Spec.NodeSelector)
+	}
+
+	srv.Commit("main", map[string]string{"pool.yaml": poolDecl(pool, "") + "  runtimeHandlr: x\n"})
+	out, code = runCLI(t, "sync", "--gitsync", gs.Name)
+	if code != 1 || !strings.Contains(out, `pool.yaml, document 1: NodePool: line 9: unknown field "spec.runtimeHandlr"`) {
+		t.Errorf("sync --gitsync of a broken commit: exit %d, output:\n%s", code, out)
+	}
+
+	if out, code := runCLI(t, "sync", "--gitsync", gs.Name, "--once"); code != 1 || !strings.Contains(out, "takes no --once") {
+		t.Errorf("sync --gitsync --once: exit %d, output:\n%s", code, out)
+	}
+	if out, code := runCLI(t, "sync", "--gitsync", "nope"); code != 1 || !strings.Contains(out, `GitSync "nope" not found`) {
+		t.Errorf("sync --gitsync of a missing GitSync: exit %d, output:\n%s", code, out)
+	}
+	base := gs.DeepCopy()
+	gs.Spec.Suspend = true
+	if err := c.Patch(ctx, gs, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := runCLI(t, "sync", "--gitsync", gs.Name); code != 1 || !strings.Contains(out, "is suspended") {
+		t.Errorf("sync --gitsync of a suspended GitSync: exit %d, output:\n%s", code, out)
 	}
 }
 

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+)
+
+// requestSync asks the GitSync name on the cluster for a sync now, by a new
+// value of the reconcile-requested-at annotation, and waits until the
+// controller has finished that sync: what a pipeline runs after pushing to
+// the repository, as `flux reconcile` is for Flux. Progress goes to
+// progress; the GitSync is returned as the sync left it.
+func requestSync(ctx context.Context, c client.Client, name string, timeout time.Duration, progress io.Writer) (*v1.GitSync, error) {
+	gs, err := readGitSync(ctx, c, name)
+	if err != nil {
+		return nil, err
+	}
+	if gs.Spec.Suspend {
+		return nil, fmt.Errorf("GitSync %s is suspended (spec.suspend: true): it syncs nothing until resumed", name)
+	}
+	token := time.Now().UTC().Format(time.RFC3339Nano)
+	patch := client.MergeFrom(gs.DeepCopy())
+	if gs.Annotations == nil {
+		gs.Annotations = map[string]string{}
+	}
+	gs.Annotations[v1.AnnotationReconcileRequestedAt] = token
+	if err := c.Patch(ctx, gs, patch); err != nil {
+		return nil, fmt.Errorf("failed to request a sync of GitSync %s: %w", name, err)
+	}
+	start := time.Now()
+	say := func(what string) {
+		_, _ = fmt.Fprintf(progress, "GitSync %s: %s [%s]\n", name, what, time.Since(start).Round(100*time.Millisecond))
+	}
+	say("sync requested")
+	said := ""
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, gs); err != nil {
+			if apierrors.IsNotFound(err) {
+				return false, fmt.Errorf("GitSync %s was deleted while it synced", name)
+			}
+			return false, nil // a passing API hiccup; the timeout bounds the wait
+		}
+		if r := conditions.Get(gs, v1.ReconcilingCondition); r != nil && r.Message != said {
+			said = r.Message
+			say(said)
+		}
+		return gs.Status.LastHandledReconcileAt == token && gs.Status.ObservedGeneration == gs.Generation &&
+			!conditions.Has(gs, v1.ReconcilingCondition), nil
+	})
+	if wait.Interrupted(err) {
+		return nil, fmt.Errorf("GitSync %s did not finish the requested sync within %s (is the reconciler running? kubectl describe gitsync %s)", name, timeout, name)
+	}
+	return gs, err
+}
