@@ -9,11 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -129,20 +127,7 @@ and why the sync failed. A pipeline runs it after pushing to the repository.
 				if once || src.path != "" || src.url != "" || scope.name != "" {
 					return errors.New("--gitsync has the GitSync sync its own repository: it takes no --once, --path, --git or --name")
 				}
-				c, err := src.conn.kubeClient()
-				if err != nil {
-					return err
-				}
-				gs, err := requestSync(ctx, c, gitSync, timeout, cmd.ErrOrStderr())
-				if err != nil {
-					return err
-				}
-				ready := conditions.Get(gs, v1.ReadyCondition)
-				if ready == nil || ready.Status != metav1.ConditionTrue {
-					return fmt.Errorf("GitSync %s: %s", gitSync, conditionSummary(ready))
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "GitSync %s: %s\n", gitSync, ready.Message)
-				return nil
+				return syncNow(cmd, src.conn, gitSync, timeout)
 			}
 			if !once {
 				return errors.New("use --once to apply a directory or repository now, or --gitsync NAME to have a GitSync on the cluster sync now")
@@ -179,14 +164,6 @@ and why the sync failed. A pipeline runs it after pushing to the repository.
 	f.DurationVar(&timeout, "timeout", 5*time.Minute, "with --gitsync: how long to wait for the sync")
 	src.addFlags(cmd)
 	return cmd
-}
-
-// conditionSummary is a condition's reason and message, for an error.
-func conditionSummary(c *metav1.Condition) string {
-	if c == nil {
-		return "no Ready condition yet"
-	}
-	return c.Reason + ": " + c.Message
 }
 
 // printEntries prints what an apply or prune did, one object a line.

@@ -7,12 +7,36 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
+
+// syncNow is `sync --gitsync NAME`: it requests a sync of the GitSync and
+// prints the revision applied, or returns why the sync failed.
+func syncNow(cmd *cobra.Command, conn clientFlags, name string, timeout time.Duration) error {
+	c, err := conn.kubeClient()
+	if err != nil {
+		return err
+	}
+	gs, err := requestSync(cmd.Context(), c, name, timeout, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	ready := conditions.Get(gs, v1.ReadyCondition)
+	switch {
+	case ready == nil:
+		return fmt.Errorf("GitSync %s: no Ready condition after the sync", name)
+	case ready.Status != metav1.ConditionTrue:
+		return fmt.Errorf("GitSync %s: %s: %s", name, ready.Reason, ready.Message)
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "GitSync %s: %s\n", name, ready.Message)
+	return err
+}
 
 // requestSync asks the GitSync name on the cluster for a sync now, by a new
 // value of the reconcile-requested-at annotation, and waits until the
