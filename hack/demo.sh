@@ -2,11 +2,12 @@
 # `make demo`: on the local cluster (make cluster-up), run the reconciler,
 # apply the node pool, template and warm pool of examples/resources with
 # OpenTofu and the provider binary (which waits for the pool to fill), claim
-# the sandbox of examples/gitops the GitOps way (`agentsandbox sync --once`,
-# the decode, validate and staged apply a GitSync runs), and show it Ready
-# in its own isolated namespace. The reconciler stops when the demo ends; the
-# cluster, the objects and the OpenTofu state (in the cache) stay for you to
-# explore.
+# the sandbox of examples/gitops the GitOps way (a GitSync pulls it from a
+# Git repository served on loopback by hack/gitserve, and
+# `agentsandbox sync --gitsync` waits for that sync), and show it Ready in
+# its own isolated namespace. The reconciler and the Git server stop when
+# the demo ends; the cluster, the objects and the OpenTofu state (in the
+# cache) stay for you to explore.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,7 +22,14 @@ log "starting the reconciler: bin/agentsandbox reconcile (log in ${root}/bin/rec
 bin/agentsandbox reconcile --leader-election-namespace "${namespace}" \
 	--health-addr 127.0.0.1:18081 --metrics-addr 127.0.0.1:18080 >bin/reconcile.log 2>&1 &
 pid=$!
-trap 'kill ${pid} 2>/dev/null || true; wait ${pid} 2>/dev/null || true' EXIT
+git_pid=""
+stop() {
+	for p in ${pid} ${git_pid}; do
+		kill "${p}" 2>/dev/null || true
+		wait "${p}" 2>/dev/null || true
+	done
+}
+trap stop EXIT
 for _ in $(seq 1 100); do
 	curl -fsS http://127.0.0.1:18081/readyz >/dev/null 2>&1 && break
 	kill -0 "${pid}" 2>/dev/null || { cat bin/reconcile.log >&2; exit 1; }
@@ -35,7 +43,7 @@ mkdir -p "${work}"
 if [[ ! -f "${work}/terraform.tfstate" ]]; then
 	# Objects of an earlier demo that OpenTofu did not create would make
 	# apply refuse to adopt them.
-	kubectl delete sandbox/alice-scratch warmpool/python sandboxtemplate/python nodepool/gvisor \
+	kubectl delete gitsync/demo sandbox/alice-scratch warmpool/python sandboxtemplate/python nodepool/gvisor \
 		--ignore-not-found --wait >/dev/null
 fi
 cat >"${work}/tofurc" <<HCL
@@ -56,13 +64,43 @@ log "tofu apply: the node pool, template and warm pool of examples/resources (wa
 tofu apply -auto-approve -input=false -compact-warnings -no-color
 tofu state list
 
-log "claiming a sandbox the GitOps way: agentsandbox sync --once with examples/gitops/sandbox.yaml"
-# A second demo run claims afresh.
+log "claiming a sandbox the GitOps way: a GitSync pulls examples/gitops/sandbox.yaml from a Git server on 127.0.0.1:18082"
+# The repository holds the sandbox only: the node pool, template and warm
+# pool are OpenTofu's here, and a GitSync declaring them too would be refused
+# as a conflict with its fields. A fresh repository each run.
+git_root="${cache}/demo-git"
+rm -rf "${git_root}"
+git init -q --bare --initial-branch=main "${git_root}/sandboxes.git"
+checkout="$(mktemp -d)"
+git -C "${checkout}" init -q --initial-branch=main
+cp examples/gitops/sandbox.yaml "${checkout}/"
+git -C "${checkout}" add sandbox.yaml
+git -C "${checkout}" -c user.name=demo -c user.email=demo@example.com commit -q -m "A scratch sandbox for alice"
+git -C "${checkout}" push -q "${git_root}/sandboxes.git" main
+rm -rf "${checkout}"
+go build -o bin/gitserve ./hack/gitserve
+bin/gitserve -root "${git_root}" -addr 127.0.0.1:18082 2>bin/gitserve.log &
+git_pid=$!
+for _ in $(seq 1 50); do
+	curl -fsS 'http://127.0.0.1:18082/sandboxes.git/info/refs?service=git-upload-pack' >/dev/null 2>&1 && break
+	kill -0 "${git_pid}" 2>/dev/null || { cat bin/gitserve.log >&2; exit 1; }
+	sleep 0.2
+done
+# A second demo run claims afresh: the sync below applies it again.
 kubectl delete sandbox alice-scratch --ignore-not-found --wait >/dev/null
-declarations="$(mktemp -d)"
-cp examples/gitops/sandbox.yaml "${declarations}/"
-bin/agentsandbox sync --once --path "${declarations}"
-rm -rf "${declarations}"
+kubectl apply --server-side -f - <<YAML
+apiVersion: agentsandbox.dev/v1alpha1
+kind: GitSync
+metadata:
+  name: demo
+spec:
+  url: http://127.0.0.1:18082/sandboxes.git
+  ref: {branch: main}
+  interval: 1m
+  retryInterval: 10s
+YAML
+bin/agentsandbox sync --gitsync demo --timeout 2m
+kubectl get gitsync demo -o wide
 kubectl wait --for condition=Ready --timeout 2m sandbox/alice-scratch
 kubectl get sandbox alice-scratch -o jsonpath='launch {.status.launchType} {.status.launchMessage}; requested {.status.requestedAt}, claimed {.status.claimedAt}, ready {.status.readyAt}; namespace {.status.namespace}{"\n"}'
 ns="$(kubectl get sandbox alice-scratch -o jsonpath='{.status.namespace}')"

@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"net"
 	"net/http"
-	"net/http/cgi"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/gitserve"
 )
 
 // Server is one bare repository served over HTTP, and a work tree tests
@@ -39,7 +40,6 @@ func New(t testing.TB, user, password string) *Server {
 	t.Helper()
 	s := &Server{t: t, root: t.TempDir(), work: t.TempDir(), user: user, password: password}
 	s.git(s.root, "init", "--bare", "--initial-branch=main", "repo.git")
-	s.git(filepath.Join(s.root, "repo.git"), "config", "http.receivepack", "true")
 	s.git(s.work, "init", "--initial-branch=main")
 	s.git(s.work, "remote", "add", "origin", filepath.Join(s.root, "repo.git"))
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -125,10 +125,9 @@ func (s *Server) Start() {
 }
 
 func (s *Server) serve(l net.Listener) {
-	gitExec := strings.TrimSpace(s.git("", "--exec-path"))
-	backend := &cgi.Handler{
-		Path: filepath.Join(gitExec, "git-http-backend"),
-		Env:  []string{"GIT_PROJECT_ROOT=" + s.root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=test"},
+	backend, err := gitserve.Backend(s.root)
+	if err != nil {
+		s.t.Fatal(err)
 	}
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.user != "" {
