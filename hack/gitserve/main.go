@@ -1,6 +1,6 @@
 // Command gitserve serves the bare Git repositories under a directory over
-// smart HTTP on a loopback address (clones and fetches: no pushes): the Git server `make demo`
-// points its GitSync at.
+// smart HTTP on a loopback address, for clones and fetches, not pushes: the
+// Git server `make demo` points its GitSync at.
 //
 //	go run ./hack/gitserve -root DIR -addr 127.0.0.1:18082
 package main
