@@ -266,9 +266,17 @@ func toUnstructured(obj runtime.Object) (*unstructured.Unstructured, error) {
 	return &unstructured.Unstructured{Object: m}, nil
 }
 
+// toolBins remembers ToolBin's answers: the directory of a pinned version
+// does not move while tests run, and a benchmark timing kubectl runs should
+// not time tools/build.sh as well.
+var toolBins sync.Map
+
 // ToolBin returns the directory of a pinned tool's binaries (kube, tofu,
 // ...), building it with tools/build.sh if the cache does not have it yet.
 func ToolBin(tool string) (string, error) {
+	if dir, ok := toolBins.Load(tool); ok {
+		return dir.(string), nil
+	}
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
@@ -277,7 +285,9 @@ func ToolBin(tool string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("tools/build.sh --print-bin %s: %w", tool, err)
 	}
-	return strings.TrimSpace(string(dir)), nil
+	bin := strings.TrimSpace(string(dir))
+	toolBins.Store(tool, bin)
+	return bin, nil
 }
 
 // Kubectl runs the kubectl built by tools/build.sh against the cluster and
@@ -285,13 +295,20 @@ func ToolBin(tool string) (string, error) {
 // standard error.
 func (c *Cluster) Kubectl(t testing.TB, args ...string) string {
 	t.Helper()
+	// A private discovery cache: the shared one under ~/.kube/cache may
+	// predate the CRDs (a recreated cluster reuses host and port).
+	return c.KubectlCached(t, t.TempDir(), args...)
+}
+
+// KubectlCached is Kubectl with the discovery cache in cacheDir, so a
+// series of kubectl runs shares one, as a user's runs do.
+func (c *Cluster) KubectlCached(t testing.TB, cacheDir string, args ...string) string {
+	t.Helper()
 	dir, err := ToolBin("kube")
 	if err != nil {
 		t.Fatalf("locating kubectl: %v", err)
 	}
-	// A private discovery cache: the shared one under ~/.kube/cache may
-	// predate the CRDs (a recreated cluster reuses host and port).
-	flags := []string{"--kubeconfig", c.Kubeconfig, "--cache-dir", t.TempDir()}
+	flags := []string{"--kubeconfig", c.Kubeconfig, "--cache-dir", cacheDir}
 	cmd := exec.Command(filepath.Join(dir, "kubectl"), append(flags, args...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

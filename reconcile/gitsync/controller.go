@@ -69,8 +69,9 @@ const DefaultSecretNamespace = "agentsandbox-system"
 type Reconciler struct {
 	client.Client
 	// uncached reads the credentials Secret and the ServiceAccount
-	// directly: a cache would need list and watch on every one, and this
-	// controller may only get those of its own namespace.
+	// directly (a cache would need list and watch on every one, and this
+	// controller may only get those of its own namespace), and the
+	// GitSync at the start of each sync (see Reconcile).
 	uncached  client.Reader
 	recorder  recorder.EventRecorder
 	applier   *applier.Applier
@@ -152,8 +153,15 @@ var requestedPredicate = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) b
 
 // Reconcile runs one sync of a GitSync and schedules the next.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	// Read past the cache: a sync requested while another ran starts the
+	// moment that one returns, before the cache has the status it wrote,
+	// and that status decides what this sync prunes (the inventory) and
+	// whether it validates every object again (observedGeneration). One
+	// read a sync is cheap; pruning from an older inventory would leave
+	// what the last sync added and this revision drops on the cluster for
+	// good.
 	gs := &v1.GitSync{}
-	if err := r.Get(ctx, req.NamespacedName, gs); err != nil {
+	if err := r.uncached.Get(ctx, req.NamespacedName, gs); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forgetDeleted(ctx)
 		}

@@ -944,3 +944,57 @@ func TestNoOpResyncWritesNothing(t *testing.T) {
 		t.Errorf("a hand edit between two syncs of one revision was not reverted: image %q", img)
 	}
 }
+
+// TestSyncQueuedDuringASyncReadsItsStatus requests a sync while another
+// runs, twice. The queued sync starts the moment the running one returns,
+// before the cache has the status that one wrote, and must still act on
+// it: not validate every object again as for a new spec (the first
+// GitSync's first sync has not recorded observedGeneration yet), and prune
+// from the inventory the running sync wrote, not the one before it (or
+// what it added and the next revision drops is left behind for good).
+func TestSyncQueuedDuringASyncReadsItsStatus(t *testing.T) {
+	srv := gittest.New(t, "", "")
+	prefix, dropped := testcluster.Name("queued"), testcluster.Name("dropped")
+	templates := func(image string) map[string]string {
+		files := map[string]string{}
+		for i := range 300 {
+			files[fmt.Sprintf("t%03d.yaml", i)] = fmt.Sprintf("apiVersion: agentsandbox.dev/v1alpha1\nkind: SandboxTemplate\nmetadata:\n  name: %s-%d\nspec:\n  image: %s\n", prefix, i, image)
+		}
+		return files
+	}
+	mine := func(w reconciletest.Write) bool { return strings.Contains(w.Path, "/sandboxtemplates/"+prefix+"-") }
+	since := reconciletest.WriteCount()
+	// requestWhileSyncing waits for the running sync's first write after
+	// mark, then commits files (if any) and requests the next sync.
+	requestWhileSyncing := func(gs *v1.GitSync, mark int, files map[string]string) string {
+		testcluster.Eventually(t, "the running sync's first write", func() (bool, string) {
+			n := len(reconciletest.Writes(mark, mine))
+			return n > 0, fmt.Sprintf("%d writes", n)
+		})
+		if files != nil {
+			srv.Commit("main", files)
+		}
+		return requestSync(t, gs)
+	}
+
+	srv.Commit("main", templates("python:3.12"))
+	gs := newGitSync(t, srv.URL(), nil) // its creation starts the first sync
+	wantReady(t, waitHandled(t, gs, requestWhileSyncing(gs, since, nil), time.Minute), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	if n := len(reconciletest.Writes(since, mine)); n != 600 {
+		t.Errorf("%d writes to the 300 templates, want 600: one dry run and one apply each by the first sync, none by the queued one", n)
+	}
+
+	withDropped := templates("python:3.13")
+	withDropped["dropped.yaml"] = "apiVersion: agentsandbox.dev/v1alpha1\nkind: SandboxTemplate\nmetadata:\n  name: " + dropped + "\nspec:\n  image: python:3.13\n"
+	srv.Commit("main", withDropped)
+	mark := reconciletest.WriteCount()
+	requestSync(t, gs)
+	wantReady(t, waitHandled(t, gs, requestWhileSyncing(gs, mark, templates("python:3.13")), time.Minute), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	tpl := &v1.SandboxTemplate{}
+	err := testcluster.Get(t).Client.Get(context.Background(), client.ObjectKey{Name: dropped}, tpl)
+	if err == nil && tpl.DeletionTimestamp == nil {
+		t.Errorf("template %s, applied by one sync and dropped by the revision the queued one applied, was not pruned", dropped)
+	} else if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+}
