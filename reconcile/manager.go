@@ -67,15 +67,22 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		// Only the objects of sandboxes are cached: a cluster's other pods,
 		// policies and bindings would cost memory and watch traffic for
 		// nothing.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:                   {Label: managed},
-			&corev1.Namespace{}:             {Label: managed},
-			&corev1.PersistentVolumeClaim{}: {Label: managed},
-			&corev1.ResourceQuota{}:         {Label: managed},
-			&corev1.LimitRange{}:            {Label: managed},
-			&networkingv1.NetworkPolicy{}:   {Label: managed},
-			&rbacv1.RoleBinding{}:           {Label: managed},
-		}},
+		Cache: cache.Options{
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Pod{}:                   {Label: managed},
+				&corev1.Namespace{}:             {Label: managed},
+				&corev1.PersistentVolumeClaim{}: {Label: managed},
+				&corev1.ResourceQuota{}:         {Label: managed},
+				&corev1.LimitRange{}:            {Label: managed},
+				&networkingv1.NetworkPolicy{}:   {Label: managed},
+				&rbacv1.RoleBinding{}:           {Label: managed},
+			},
+			// No controller reads managed fields from the cache (a
+			// conflict check reads past it), and they are a large part
+			// of a small object: with 10,000 templates synced, the
+			// benchmark's peak RSS went from 263 to 240-244 MiB.
+			DefaultTransform: cache.TransformStripManagedFields(),
+		},
 		// Every write the controllers make without a field manager of its
 		// own (status patches, the claim's namespace update) is recorded
 		// under the reconciler's, not under the binary's name.

@@ -2,6 +2,7 @@ package gitsync_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,12 +30,22 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/gittest"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/gitsync"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
 )
 
+// TestMain runs the GitSync controller alone for the tests, which write the
+// status the other controllers would; a benchmark runs every controller,
+// as `agentsandbox reconcile` does, since their caches and status writes
+// are part of what syncing thousands of objects costs.
 func TestMain(m *testing.M) {
-	reconciletest.Main(m, func(mgr ctrl.Manager) error { return gitsync.NewReconciler(mgr).SetupWithManager(mgr) })
+	flag.Parse()
+	setup := func(mgr ctrl.Manager) error { return gitsync.NewReconciler(mgr).SetupWithManager(mgr) }
+	if flag.Lookup("test.bench").Value.String() != "" {
+		setup = reconcile.SetupControllers
+	}
+	reconciletest.Main(m, setup)
 }
 
 func poolYAML(name, extra string) string {

@@ -134,3 +134,22 @@ func TestContentHashFollowsWhatShapesASandbox(t *testing.T) {
 		t.Errorf("changing the image kept the hash %s", got)
 	}
 }
+
+// TestNewTemplateCostsOneWrite checks a valid new template is checked with
+// one status write and no event: a GitSync of thousands of templates costs
+// the template controller as many writes, not twice or three times that.
+func TestNewTemplateCostsOneWrite(t *testing.T) {
+	c := testcluster.Get(t).Client
+	since := reconciletest.WriteCount()
+	tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("one-write")}, Spec: v1.SandboxTemplateSpec{Image: "python:3.13"}}
+	create(t, c, tpl)
+	waitReady(t, c, tpl, metav1.ConditionTrue, template.ReasonValid)
+	// A second pass (a requeue, a restart) finds nothing to write.
+	time.Sleep(time.Second)
+	writes := reconciletest.Writes(since, func(w reconciletest.Write) bool {
+		return strings.Contains(w.Path, "/sandboxtemplates/"+tpl.Name) || strings.HasSuffix(w.Path, "/events")
+	})
+	if len(writes) != 1 || !strings.HasSuffix(writes[0].Path, "/status") {
+		t.Errorf("a new valid template cost %d writes, want its one status patch: %v", len(writes), writes)
+	}
+}
