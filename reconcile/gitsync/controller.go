@@ -167,7 +167,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	patcher := patch.NewSerialPatcher(gs, r.Client)
+	patcher := patch.NewSerialPatcher(gs, freshReads{Client: r.Client, reader: r.uncached})
 	defer func() {
 		err := kerrors.FilterOut(patcher.Patch(ctx, gs, patch.WithOwnedConditions{Conditions: []string{
 			v1.ReadyCondition, v1.ReconcilingCondition, v1.StalledCondition,
@@ -240,6 +240,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		next = durationOr(gs.Spec.RetryInterval.Duration, next)
 	}
 	return ctrl.Result{RequeueAfter: jitter(next)}, nil
+}
+
+// freshReads is a client whose reads go to the API server. The status
+// patcher reads the GitSync again to resolve a conflicting conditions
+// patch; from a cache older than the object the sync started from, every
+// retry would conflict again.
+type freshReads struct {
+	client.Client
+	reader client.Reader
+}
+
+func (f freshReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return f.reader.Get(ctx, key, obj, opts...)
 }
 
 // markHandled records the sync request being acted on.

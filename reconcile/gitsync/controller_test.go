@@ -95,7 +95,14 @@ func removeGitSync(t testing.TB, gs *v1.GitSync) {
 	for _, kind := range declarations.Kinds {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(v1.GroupVersion.WithKind(kind))
-		_ = c.DeleteAllOf(ctx, u, client.MatchingLabels{applier.LabelGitSync: gs.Name})
+		// A delete of thousands of objects can end (at the API
+		// server's request timeout) with some left: a benchmark's
+		// 10,000 templates once left 350.
+		for range 5 {
+			if c.DeleteAllOf(ctx, u, client.MatchingLabels{applier.LabelGitSync: gs.Name}) == nil {
+				break
+			}
+		}
 	}
 	_ = c.Delete(ctx, gs)
 }
@@ -991,7 +998,10 @@ func TestSyncQueuedDuringASyncReadsItsStatus(t *testing.T) {
 	srv.Commit("main", templates("python:3.12"))
 	gs := newGitSync(t, srv.URL(), nil) // its creation starts the first sync
 	wantReady(t, waitHandled(t, gs, requestWhileSyncing(gs, since, nil), time.Minute), metav1.ConditionTrue, gitsync.ReasonSucceeded)
-	if n := len(reconciletest.Writes(since, mine)); n != 600 {
+	// One dry run and one apply each by the first sync, none by the queued
+	// one (a request retried after a 429 counts twice, hence no exact
+	// figure): validating them again would make it 900.
+	if n := len(reconciletest.Writes(since, mine)); n < 600 || n >= 900 {
 		t.Errorf("%d writes to the 300 templates, want 600: one dry run and one apply each by the first sync, none by the queued one", n)
 	}
 
