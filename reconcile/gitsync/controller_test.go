@@ -38,7 +38,9 @@ import (
 // TestMain runs the GitSync controller alone for the tests, which write the
 // status the other controllers would; a benchmark runs every controller,
 // as `agentsandbox reconcile` does, since their caches and status writes
-// are part of what syncing thousands of objects costs.
+// are part of what syncing thousands of objects costs. Run benchmarks with
+// -run '^$' (as make bench-gitops does): tests run beside them would meet
+// controllers they do not expect.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	setup := func(mgr ctrl.Manager) error { return gitsync.NewReconciler(mgr).SetupWithManager(mgr) }
