@@ -32,12 +32,19 @@ import (
 // sync that wrote nothing has just listed the objects.
 func (a *Applier) WaitHealthy(ctx context.Context, decls []declarations.Declaration, live Live, interval time.Duration) error {
 	pending := slices.Clone(decls)
+	var states map[ObjectKey]healthState
+	if live != nil {
+		states = make(map[ObjectKey]healthState, len(live))
+		for k, obj := range live {
+			states[k] = obj.healthState
+		}
+	}
 	for {
 		// One list per kind a pass, not one read per object: a sync of
 		// thousands of objects checks them in a few requests.
 		var err error
-		if live == nil {
-			live, err = a.ListLive(ctx, pending, false)
+		if states == nil {
+			states, err = a.listHealth(ctx, pending)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -48,19 +55,19 @@ func (a *Applier) WaitHealthy(ctx context.Context, decls []declarations.Declarat
 		var waiting []string
 		next := pending[:0]
 		for _, d := range pending {
-			obj, found := live[KeyOf(d)]
+			state, found := states[KeyOf(d)]
 			if !found {
 				return fmt.Errorf("%s: %s %q is not on the cluster", d.Where(), d.Object.GetKind(), d.Object.GetName())
 			}
-			if obj.failed {
-				return fmt.Errorf("%s: %s %q failed: %s", d.Where(), d.Object.GetKind(), d.Object.GetName(), obj.why)
+			if state.failed {
+				return fmt.Errorf("%s: %s %q failed: %s", d.Where(), d.Object.GetKind(), d.Object.GetName(), state.why)
 			}
-			if !obj.healthy {
+			if !state.healthy {
 				next = append(next, d)
-				waiting = append(waiting, fmt.Sprintf("%s %q: %s", d.Object.GetKind(), d.Object.GetName(), obj.why))
+				waiting = append(waiting, fmt.Sprintf("%s %q: %s", d.Object.GetKind(), d.Object.GetName(), state.why))
 			}
 		}
-		pending, live = next, nil
+		pending, states = next, nil
 		if len(pending) == 0 {
 			return nil
 		}
@@ -70,6 +77,17 @@ func (a *Applier) WaitHealthy(ctx context.Context, decls []declarations.Declarat
 		case <-time.After(interval):
 		}
 	}
+}
+
+// listHealth lists the health of the declared objects and nothing else:
+// the wait after a sync of thousands of objects holds a few bytes of each,
+// not what ListLive keeps to compare them.
+func (a *Applier) listHealth(ctx context.Context, decls []declarations.Declaration) (map[ObjectKey]healthState, error) {
+	out := map[ObjectKey]healthState{}
+	err := a.eachLive(ctx, decls, true, func(key ObjectKey, obj *unstructured.Unstructured) {
+		out[key] = health(obj)
+	})
+	return out, err
 }
 
 // ObjectKey names a live object.
@@ -95,17 +113,16 @@ type LiveObject struct {
 	// content is a digest of everything outside metadata and status, the
 	// part of ssa's drift test besides labels and annotations.
 	content [sha256.Size]byte
-	// healthy, failed and why are the object's health (see health).
-	healthy, failed bool
-	why             string
+	healthState
 	// full is the object without managed fields, kept only when asked
 	// for, to show field changes.
 	full *unstructured.Unstructured
 }
 
 // listPage is how many objects one list request returns: a sync of
-// thousands of objects never holds more than one page of raw response.
-const listPage = 500
+// thousands of objects never holds more than one page of raw response,
+// about a megabyte.
+const listPage = 100
 
 // ListLive lists every kind the declarations use, straight from the API
 // server (the client does not cache unstructured objects), so what it
@@ -118,6 +135,17 @@ const listPage = 500
 // every object of the kinds, so that an object not labelled yet shows its
 // field changes too.
 func (a *Applier) ListLive(ctx context.Context, decls []declarations.Declaration, full bool) (Live, error) {
+	out := Live{}
+	err := a.eachLive(ctx, decls, !full, func(key ObjectKey, obj *unstructured.Unstructured) {
+		out[key] = newLiveObject(obj, full)
+	})
+	return out, err
+}
+
+// eachLive lists every kind the declarations use, a page at a time, only
+// the objects with the declarations' common ownership label when labelled,
+// and calls keep with each object; the object is not used afterwards.
+func (a *Applier) eachLive(ctx context.Context, decls []declarations.Declaration, labelled bool, keep func(ObjectKey, *unstructured.Unstructured)) error {
 	// Each kind with the first declaration of it, which a failed list
 	// names: "forbidden" alone does not say which file asked for it.
 	kinds := map[schema.GroupVersionKind]declarations.Declaration{}
@@ -127,19 +155,18 @@ func (a *Applier) ListLive(ctx context.Context, decls []declarations.Declaration
 		}
 	}
 	opts := []client.ListOption{client.Limit(listPage)}
-	if owner, ok := commonOwner(decls); ok && !full {
+	if owner, ok := commonOwner(decls); ok && labelled {
 		opts = append(opts, client.MatchingLabels{LabelGitSync: owner})
 	}
-	out := Live{}
 	for gvk, first := range kinds {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		for {
 			if err := a.client.List(ctx, list, append(opts, client.Continue(list.GetContinue()))...); err != nil {
-				return nil, fmt.Errorf("%s: failed to list %s: %w", first.Where(), gvk.Kind, err)
+				return fmt.Errorf("%s: failed to list %s: %w", first.Where(), gvk.Kind, err)
 			}
 			for i := range list.Items {
-				out[ObjectKey{gvk, list.Items[i].GetName()}] = newLiveObject(&list.Items[i], full)
+				keep(ObjectKey{gvk, list.Items[i].GetName()}, &list.Items[i])
 			}
 			if list.GetContinue() == "" {
 				break
@@ -147,7 +174,7 @@ func (a *Applier) ListLive(ctx context.Context, decls []declarations.Declaration
 			list.Items = nil
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // commonOwner is the ownership label every declaration carries, if they
@@ -169,8 +196,7 @@ func commonOwner(decls []declarations.Declaration) (string, bool) {
 // too, without its managed fields.
 func newLiveObject(obj *unstructured.Unstructured, full bool) *LiveObject {
 	l := &LiveObject{Generation: obj.GetGeneration(), Labels: obj.GetLabels(), Annotations: obj.GetAnnotations(),
-		content: contentDigest(obj)}
-	l.healthy, l.failed, l.why = health(obj)
+		content: contentDigest(obj), healthState: health(obj)}
 	if full {
 		obj.SetManagedFields(nil)
 		l.full = obj
@@ -202,18 +228,26 @@ func unchecked(decls []declarations.Declaration) []string {
 	return out
 }
 
-// health says whether a live object has converged, or failed, and why not.
-func health(live *unstructured.Unstructured) (ok, failed bool, why string) {
+// healthState is whether a live object has converged, or failed, and why
+// not.
+type healthState struct {
+	healthy, failed bool
+	why             string
+}
+
+// health judges a live object: kstatus's Current, and for a warm pool
+// readyReplicas == replicas too.
+func health(live *unstructured.Unstructured) healthState {
 	res, err := kstatus.Compute(live)
 	if err != nil {
-		return false, false, err.Error()
+		return healthState{why: err.Error()}
 	}
 	switch res.Status {
 	case kstatus.FailedStatus:
-		return false, true, res.Message
+		return healthState{failed: true, why: res.Message}
 	case kstatus.CurrentStatus:
 	default:
-		return false, false, res.Message
+		return healthState{why: res.Message}
 	}
 	if live.GetKind() == "WarmPool" {
 		replicas, found, _ := unstructured.NestedInt64(live.Object, "spec", "replicas")
@@ -222,8 +256,8 @@ func health(live *unstructured.Unstructured) (ok, failed bool, why string) {
 		}
 		ready, _, _ := unstructured.NestedInt64(live.Object, "status", "readyReplicas")
 		if ready != replicas {
-			return false, false, fmt.Sprintf("%d of %d replicas ready", ready, replicas)
+			return healthState{why: fmt.Sprintf("%d of %d replicas ready", ready, replicas)}
 		}
 	}
-	return true, false, ""
+	return healthState{healthy: true}
 }
