@@ -120,9 +120,11 @@ type LiveObject struct {
 }
 
 // listPage is how many objects one list request returns: a sync of
-// thousands of objects never holds more than one page of raw response,
-// about a megabyte.
-const listPage = 100
+// thousands of objects never holds more than one page of raw response.
+// A page of 100 peaked 8 MiB lower but made the no-op resync of 10,000
+// objects 0.5 s slower, 100 lists instead of 20 (make bench-gitops, one
+// run each).
+const listPage = 500
 
 // ListLive lists every kind the declarations use, straight from the API
 // server (the client does not cache unstructured objects), so what it
