@@ -99,8 +99,9 @@ func benchSync(b *testing.B, n int) {
 	b.ReportMetric(time.Since(start).Seconds(), "templates-checked-s")
 
 	// An interval sync may have started while the templates were being
-	// checked: the one measured starts after the next one ends, so that
-	// its reads and time are its own.
+	// checked: wait for the next one to end and measure the one after it,
+	// which starts inside the window, so that its reads and time are its
+	// own.
 	waitIntervalSync(b, gs, syncSamples(b, gs.Name)["success"], 3*benchInterval)
 	writes, reads = reconciletest.WriteCount(), reconciletest.ReadCount()
 	noop := waitIntervalSync(b, gs, syncSamples(b, gs.Name)["success"], 3*benchInterval)
