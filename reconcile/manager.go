@@ -45,6 +45,8 @@ const LeaderElectionID = "agentsandbox-reconciler"
 type ManagerOptions struct {
 	// MetricsAddr serves Prometheus metrics; "0" disables it.
 	MetricsAddr string
+	// PprofAddr serves Go's /debug/pprof; "" or "0" disables it.
+	PprofAddr string
 	// HealthAddr serves /healthz and /readyz.
 	HealthAddr string
 	// LeaderElection makes replicas elect one active reconciler.
@@ -76,6 +78,8 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 				&corev1.LimitRange{}:            {Label: managed},
 				&networkingv1.NetworkPolicy{}:   {Label: managed},
 				&rbacv1.RoleBinding{}:           {Label: managed},
+				// A GitSync may declare thousands of templates.
+				&sandboxv1.SandboxTemplate{}: {Transform: templateTransform()},
 			},
 			// No controller reads managed fields from the cache (a
 			// conflict check reads past it), and they would be kept for
@@ -88,6 +92,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		Client:                        client.Options{FieldOwner: apply.FieldManager},
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:        opts.HealthAddr,
+		PprofBindAddress:              opts.PprofAddr,
 		LeaderElection:                opts.LeaderElection,
 		LeaderElectionID:              LeaderElectionID,
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,

@@ -52,6 +52,7 @@ service account, or the kubeconfig named by --kubeconfig / $KUBECONFIG.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", ":8080", `address of the Prometheus metrics endpoint ("0" disables it)`)
+	f.StringVar(&opts.PprofAddr, "pprof-addr", "0", `address of Go's /debug/pprof profiles, for memory and CPU questions ("0" disables it; it shows the heap, so keep it on loopback)`)
 	f.StringVar(&opts.HealthAddr, "health-addr", ":8081", "address of the /healthz and /readyz endpoints")
 	f.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect one active replica through a Lease")
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", namespace, "namespace of the leader election Lease")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -38,6 +39,10 @@ func syncNow(cmd *cobra.Command, conn clientFlags, name string, timeout time.Dur
 	return err
 }
 
+// stillWaitingEvery is how often a wait with nothing new to report says
+// that it goes on.
+const stillWaitingEvery = 15 * time.Second
+
 // requestSync asks the GitSync name on the cluster for a sync now, by a new
 // value of the reconcile-requested-at annotation, and waits until the
 // controller has finished that sync: what a pipeline runs after pushing to
@@ -60,8 +65,9 @@ func requestSync(ctx context.Context, c client.Client, name string, timeout time
 	if err := c.Patch(ctx, gs, patch); err != nil {
 		return nil, fmt.Errorf("failed to request a sync of GitSync %s: %w", name, err)
 	}
-	start := time.Now()
+	start, lastSaid := time.Now(), time.Now()
 	say := func(what string) {
+		lastSaid = time.Now()
 		_, _ = fmt.Fprintf(progress, "GitSync %s: %s [%s]\n", name, what, time.Since(start).Round(100*time.Millisecond))
 	}
 	say("sync requested")
@@ -76,6 +82,10 @@ func requestSync(ctx context.Context, c client.Client, name string, timeout time
 		if r := conditions.Get(gs, v1.ReconcilingCondition); r != nil && r.Message != said {
 			said = r.Message
 			say(said)
+		} else if time.Since(lastSaid) >= stillWaitingEvery {
+			// A sync of thousands of objects takes minutes: say that the
+			// wait goes on.
+			say("still waiting: " + cmp.Or(said, "sync requested"))
 		}
 		return gs.Status.LastHandledReconcileAt == token && gs.Status.ObservedGeneration == gs.Generation &&
 			!conditions.Has(gs, v1.ReconcilingCondition), nil

@@ -9,7 +9,6 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
@@ -60,9 +59,7 @@ func decide(d declarations.Declaration, live *LiveObject, merged *unstructured.U
 // drifted is ssa's drift test: labels, annotations, or anything outside
 // metadata and status differ.
 func drifted(live *LiveObject, merged *unstructured.Unstructured) bool {
-	return !apiequality.Semantic.DeepEqual(live.Labels, merged.GetLabels()) ||
-		!apiequality.Semantic.DeepEqual(live.Annotations, merged.GetAnnotations()) ||
-		live.content != contentDigest(merged)
+	return live.content != contentDigest(merged)
 }
 
 // fieldChanges compares the parts of two objects a declaration sets:

@@ -45,7 +45,7 @@ func TestDecide(t *testing.T) {
 	spec := func() map[string]any {
 		return map[string]any{"image": "python:3.12", "ports": []any{map[string]any{"name": "http", "containerPort": int64(80)}}}
 	}
-	live := newLiveObject(obj(map[string]any{"team": "a"}, spec(), map[string]any{"observedGeneration": int64(3)}), false)
+	live := newLiveObject(obj(map[string]any{"team": "a"}, spec(), map[string]any{"observedGeneration": int64(3)}), nil, false)
 	d := declarations.Declaration{Object: obj(nil, nil, nil), File: "t.yaml", Doc: 1}
 
 	cases := []struct {
@@ -56,6 +56,8 @@ func TestDecide(t *testing.T) {
 		{"same spec, other status", obj(map[string]any{"team": "a"}, spec(), map[string]any{"observedGeneration": int64(2)}), ssa.UnchangedAction},
 		{"spec changed", obj(map[string]any{"team": "a"}, map[string]any{"image": "python:3.13", "ports": spec()["ports"]}, nil), ssa.ConfiguredAction},
 		{"label added", obj(map[string]any{"team": "a", "tier": "x"}, spec(), nil), ssa.ConfiguredAction},
+		{"label changed", obj(map[string]any{"team": "b"}, spec(), nil), ssa.ConfiguredAction},
+		{"label removed", obj(nil, spec(), nil), ssa.ConfiguredAction},
 	}
 	for _, c := range cases {
 		if got := decide(d, live, c.merged); got.Action != c.want {
@@ -70,11 +72,53 @@ func TestDecide(t *testing.T) {
 	if got := decide(d, live, cases[0].merged); got.Generation != 3 {
 		t.Errorf("unchanged object's generation %d, want the live 3", got.Generation)
 	}
-	full := newLiveObject(obj(map[string]any{"team": "a"}, spec(), nil), true)
+	unlabelled := newLiveObject(obj(nil, spec(), nil), nil, false)
+	if got := decide(d, unlabelled, obj(map[string]any{}, spec(), nil)); got.Action != ssa.UnchangedAction {
+		t.Errorf("no labels against an empty map of them: %s, want unchanged", got.Action)
+	}
+	full := newLiveObject(obj(map[string]any{"team": "a"}, spec(), nil), nil, true)
 	if got := decide(d, full, cases[1].merged); strings.Join(got.Fields, "\n") != `spec.image: "python:3.12" → "python:3.13"` {
 		t.Errorf("field changes with the full live object: %q", got.Fields)
 	}
 	if full.full.GetManagedFields() != nil {
 		t.Error("the full live object keeps its managed fields")
+	}
+}
+
+// TestKeepsDeclaredMetadata: a live object keeps its declared metadata
+// while it has every declared label and annotation with its value,
+// whatever else it has.
+func TestKeepsDeclaredMetadata(t *testing.T) {
+	obj := func(labels, annotations map[string]any) *unstructured.Unstructured {
+		meta := map[string]any{"name": "t"}
+		if labels != nil {
+			meta["labels"] = labels
+		}
+		if annotations != nil {
+			meta["annotations"] = annotations
+		}
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "agentsandbox.dev/v1alpha1", "kind": "SandboxTemplate", "metadata": meta,
+		}}
+	}
+	decl := obj(map[string]any{"team": "a"}, map[string]any{"owner": "alice"})
+	cases := []struct {
+		name string
+		live *unstructured.Unstructured
+		decl *unstructured.Unstructured
+		want bool
+	}{
+		{"as declared", obj(map[string]any{"team": "a"}, map[string]any{"owner": "alice"}), decl, true},
+		{"more than declared", obj(map[string]any{"team": "a", "x": "y"}, map[string]any{"owner": "alice", "note": "hi"}), decl, true},
+		{"label removed", obj(nil, map[string]any{"owner": "alice"}), decl, false},
+		{"label changed", obj(map[string]any{"team": "b"}, map[string]any{"owner": "alice"}), decl, false},
+		{"annotation removed", obj(map[string]any{"team": "a"}, nil), decl, false},
+		{"nothing declared", obj(nil, nil), obj(nil, nil), true},
+		{"not declared", obj(map[string]any{"team": "a"}, nil), nil, false},
+	}
+	for _, c := range cases {
+		if got := newLiveObject(c.live, c.decl, false).KeepsDeclaredMetadata; got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -106,12 +106,17 @@ type Live map[ObjectKey]*LiveObject
 
 // LiveObject is what a sync needs of a live object, and no more: a
 // listing of ten thousand objects would otherwise hold their specs, as
-// defaulted by the API server, statuses and managed fields.
+// defaulted by the API server, statuses and managed fields, or at least a
+// map of labels each.
 type LiveObject struct {
-	Generation          int64
-	Labels, Annotations map[string]string
-	// content is a digest of everything outside metadata and status, the
-	// part of ssa's drift test besides labels and annotations.
+	Generation int64
+	// KeepsDeclaredMetadata is whether the object has every label and
+	// annotation its declaration sets, with the declared value: a sync
+	// that skips unchanged objects must still put back one removed by
+	// hand.
+	KeepsDeclaredMetadata bool
+	// content is a digest of the labels, the annotations and everything
+	// outside metadata and status: ssa's drift test.
 	content [sha256.Size]byte
 	healthState
 	// full is the object without managed fields, kept only when asked
@@ -137,9 +142,13 @@ const listPage = 500
 // every object of the kinds, so that an object not labelled yet shows its
 // field changes too.
 func (a *Applier) ListLive(ctx context.Context, decls []declarations.Declaration, full bool) (Live, error) {
+	declared := make(map[ObjectKey]*unstructured.Unstructured, len(decls))
+	for _, d := range decls {
+		declared[KeyOf(d)] = d.Object
+	}
 	out := Live{}
 	err := a.eachLive(ctx, decls, !full, func(key ObjectKey, obj *unstructured.Unstructured) {
-		out[key] = newLiveObject(obj, full)
+		out[key] = newLiveObject(obj, declared[key], full)
 	})
 	return out, err
 }
@@ -194,11 +203,14 @@ func commonOwner(decls []declarations.Declaration) (string, bool) {
 	return owner, ok
 }
 
-// newLiveObject keeps what a sync needs of obj; with full, obj itself
-// too, without its managed fields.
-func newLiveObject(obj *unstructured.Unstructured, full bool) *LiveObject {
-	l := &LiveObject{Generation: obj.GetGeneration(), Labels: obj.GetLabels(), Annotations: obj.GetAnnotations(),
-		content: contentDigest(obj), healthState: health(obj)}
+// newLiveObject keeps what a sync needs of obj, declared as decl (nil
+// when not declared); with full, obj itself too, without its managed
+// fields.
+func newLiveObject(obj, decl *unstructured.Unstructured, full bool) *LiveObject {
+	l := &LiveObject{Generation: obj.GetGeneration(), content: contentDigest(obj), healthState: health(obj)}
+	if decl != nil {
+		l.KeepsDeclaredMetadata = hasAll(obj, decl, "labels") && hasAll(obj, decl, "annotations")
+	}
 	if full {
 		obj.SetManagedFields(nil)
 		l.full = obj
@@ -206,16 +218,39 @@ func newLiveObject(obj *unstructured.Unstructured, full bool) *LiveObject {
 	return l
 }
 
-// contentDigest hashes everything outside metadata and status. JSON
-// sorts map keys, so equal content hashes equally; both sides of a
-// comparison are decoded by the same client, so numbers have the same
-// types.
+// hasAll reports whether metadata.<field> of obj holds every key of decl's
+// with the same value.
+func hasAll(obj, decl *unstructured.Unstructured, field string) bool {
+	want, _, _ := unstructured.NestedFieldNoCopy(decl.Object, "metadata", field)
+	have, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "metadata", field)
+	wantMap, _ := want.(map[string]any)
+	haveMap, _ := have.(map[string]any)
+	for k, v := range wantMap {
+		want, _ := v.(string)
+		if got, ok := haveMap[k].(string); !ok || got != want {
+			return false
+		}
+	}
+	return true
+}
+
+// contentDigest hashes the labels, the annotations (none and empty alike)
+// and everything outside metadata and status. JSON sorts map keys, so
+// equal content hashes equally; both sides of a comparison are decoded by
+// the same client, so numbers have the same types.
 func contentDigest(obj *unstructured.Unstructured) [sha256.Size]byte {
-	rest := make(map[string]any, len(obj.Object))
+	rest := make(map[string]any, len(obj.Object)+2)
 	for k, v := range obj.Object {
 		if k != "metadata" && k != "status" {
 			rest[k] = v
 		}
+	}
+	// Keys with a dot: no top-level field of an object has one.
+	if labels := obj.GetLabels(); len(labels) > 0 {
+		rest["metadata.labels"] = labels
+	}
+	if annotations := obj.GetAnnotations(); len(annotations) > 0 {
+		rest["metadata.annotations"] = annotations
 	}
 	b, _ := json.Marshal(rest) // maps of JSON values always marshal
 	return sha256.Sum256(b)

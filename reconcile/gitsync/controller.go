@@ -8,6 +8,7 @@ package gitsync
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -95,11 +96,19 @@ type Reconciler struct {
 type checkout struct {
 	dir string
 	rev source.Revision
-	// path and decls are the declarations read below path, kept with
-	// the checkout: a resync of an unchanged revision does not decode
-	// its thousands of documents again (about a second for 10,000).
-	path  string
-	decls []declarations.Declaration
+	// parsed is what was read below a path of the checkout, kept with
+	// it: a resync of an unchanged revision does not decode its
+	// thousands of documents again (about a second for 10,000).
+	parsed *revision
+}
+
+// revision is the declarations below a path of a checkout, labelled as
+// their GitSync's, each with its fingerprint: nothing changes them after
+// read, so each is hashed once per revision, not once per resync.
+type revision struct {
+	path         string
+	decls        []declarations.Declaration
+	fingerprints [][sha256.Size]byte
 }
 
 // NewReconciler returns a Reconciler using the manager's clients; Secrets
@@ -288,19 +297,17 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 	gs.Status.LastFetchedRevision = string(co.rev)
 	gs.Status.LastAttemptedRevision = string(co.rev)
 
-	decls, err := r.read(gs, co)
+	rev, err := r.read(gs, co)
 	if err != nil {
 		return nil, &problem{reason: ReasonBuildFailed, stalled: true,
 			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
+	decls := rev.decls
 	live, err := ap.ListLive(ctx, decls, false)
 	if err != nil {
 		return nil, &problem{reason: ReasonValidationFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
-	todo, err := r.changed(gs.UID, decls, live)
-	if err != nil {
-		return nil, &problem{reason: ReasonValidationFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
-	}
+	todo := r.changed(gs.UID, rev, live)
 	planned, err := ap.Validate(ctx, todo, live, false)
 	if err != nil {
 		return nil, &problem{reason: ReasonValidationFailed,
@@ -342,10 +349,7 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 	if err := ap.WaitHealthy(ctx, decls, live, healthInterval); err != nil {
 		return changes, &problem{reason: ReasonHealthCheck, message: fmt.Sprintf("revision %s applied, but %v", co.rev, err)}
 	}
-	if err := r.remember(gs.UID, decls, planned); err != nil {
-		// Only an optimisation is lost: the next sync checks everything.
-		r.forget(gs.UID)
-	}
+	r.remember(gs.UID, rev, planned)
 	return changes, nil
 }
 
@@ -428,23 +432,29 @@ func (r *Reconciler) fetch(ctx context.Context, gs *v1.GitSync, auth transport.A
 // read returns the declarations of the checkout below spec.path, labelled
 // as gs's, decoding them only when the checkout or the path is new. They
 // are not changed afterwards: the applier copies what it sends.
-func (r *Reconciler) read(gs *v1.GitSync, co checkout) ([]declarations.Declaration, error) {
+func (r *Reconciler) read(gs *v1.GitSync, co checkout) (*revision, error) {
 	path := pathOr(gs.Spec.Path)
-	if co.decls != nil && co.path == path {
-		return co.decls, nil
+	if co.parsed != nil && co.parsed.path == path {
+		return co.parsed, nil
 	}
 	decls, err := declarations.ReadDir(co.dir, path)
 	if err != nil {
 		return nil, err
 	}
 	applier.SetOwner(decls, gs.Name)
-	co.path, co.decls = path, decls
+	rev := &revision{path: path, decls: decls, fingerprints: make([][sha256.Size]byte, len(decls))}
+	for i, d := range decls {
+		if rev.fingerprints[i], err = fingerprint(d); err != nil {
+			return nil, err
+		}
+	}
+	co.parsed = rev
 	r.mu.Lock()
 	if kept, ok := r.checkouts[gs.UID]; ok && kept.dir == co.dir {
 		r.checkouts[gs.UID] = co
 	}
 	r.mu.Unlock()
-	return decls, nil
+	return rev, nil
 }
 
 // forgetDeleted drops the checkouts and the memos of GitSyncs that no

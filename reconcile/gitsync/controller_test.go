@@ -931,14 +931,14 @@ func TestUnchangedRevisionIsNotCloned(t *testing.T) {
 
 // TestNoOpResyncWritesNothing: resyncing a revision nobody has touched
 // sends no request but reads and its own status patch (no dry run, no
-// apply), and
-// an object changed on the cluster in between is still checked and put
-// back.
+// apply), and an object changed on the cluster in between is still
+// checked and put back: a spec edit (its generation moves) and a declared
+// label removed (it does not).
 func TestNoOpResyncWritesNothing(t *testing.T) {
 	srv := gittest.New(t, "", "")
 	pool, tpl := testcluster.Name("noop"), testcluster.Name("noop")
 	srv.Commit("main", map[string]string{
-		"pool.yaml":     poolYAML(pool, ""),
+		"pool.yaml":     poolYAML(pool, "  labels:\n    team: z\n"),
 		"template.yaml": templateYAML(tpl, pool, "python:3.13"),
 	})
 	gs := newGitSync(t, srv.URL(), nil)
@@ -962,6 +962,16 @@ func TestNoOpResyncWritesNothing(t *testing.T) {
 	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
 	if img := getTemplate(t, tpl).Spec.Image; img != "python:3.13" {
 		t.Errorf("a hand edit between two syncs of one revision was not reverted: image %q", img)
+	}
+
+	unlabelled, _ := getPool(t, pool)
+	delete(unlabelled.Labels, "team")
+	if err := testcluster.Get(t).Client.Update(context.Background(), unlabelled, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	if p, _ := getPool(t, pool); p.Labels["team"] != "z" {
+		t.Errorf("a declared label removed between two syncs of one revision was not put back: labels %v", p.Labels)
 	}
 }
 

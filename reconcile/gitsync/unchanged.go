@@ -32,28 +32,23 @@ type appliedMemo map[types.UID]map[string]appliedObject
 // declared label or annotation, or that are gone. live are the objects as
 // listed from the API server just before, not from the cache: a hand edit
 // made just before a requested sync must be seen.
-func (r *Reconciler) changed(uid types.UID, decls []declarations.Declaration, live applier.Live) ([]declarations.Declaration, error) {
+func (r *Reconciler) changed(uid types.UID, rev *revision, live applier.Live) []declarations.Declaration {
 	r.mu.Lock()
 	memo := r.applied[uid]
 	r.mu.Unlock()
 	if len(memo) == 0 {
-		return decls, nil
+		return rev.decls
 	}
 	var out []declarations.Declaration
-	for _, d := range decls {
+	for i, d := range rev.decls {
 		was, ok := memo[declarations.ID(d.Object)]
 		obj, exists := live[applier.KeyOf(d)]
-		fp, err := fingerprint(d)
-		if err != nil {
-			return nil, err
-		}
-		if ok && exists && was.fingerprint == fp && was.generation == obj.Generation &&
-			contains(obj.Labels, d.Object.GetLabels()) && contains(obj.Annotations, d.Object.GetAnnotations()) {
+		if ok && exists && was.fingerprint == rev.fingerprints[i] && was.generation == obj.Generation && obj.KeepsDeclaredMetadata {
 			continue
 		}
 		out = append(out, d)
 	}
-	return out, nil
+	return out
 }
 
 // remember records every declared object after a successful sync: the
@@ -61,7 +56,7 @@ func (r *Reconciler) changed(uid types.UID, decls []declarations.Declaration, li
 // dry run found unchanged) for what this sync validated, and the previous
 // record for what it skipped as untouched. No listing is needed, and an
 // edit made after the apply still shows as a moved generation next time.
-func (r *Reconciler) remember(uid types.UID, decls []declarations.Declaration, validated []applier.Change) error {
+func (r *Reconciler) remember(uid types.UID, rev *revision, validated []applier.Change) {
 	generation := make(map[string]int64, len(validated))
 	for _, c := range validated {
 		generation[declarations.ID(c.Declaration.Object)] = c.Generation
@@ -69,8 +64,8 @@ func (r *Reconciler) remember(uid types.UID, decls []declarations.Declaration, v
 	r.mu.Lock()
 	old := r.applied[uid]
 	r.mu.Unlock()
-	memo := make(map[string]appliedObject, len(decls))
-	for _, d := range decls {
+	memo := make(map[string]appliedObject, len(rev.decls))
+	for i, d := range rev.decls {
 		id := declarations.ID(d.Object)
 		g, ok := generation[id]
 		if !ok {
@@ -79,16 +74,11 @@ func (r *Reconciler) remember(uid types.UID, decls []declarations.Declaration, v
 			}
 			continue
 		}
-		fp, err := fingerprint(d)
-		if err != nil {
-			return err
-		}
-		memo[id] = appliedObject{fingerprint: fp, generation: g}
+		memo[id] = appliedObject{fingerprint: rev.fingerprints[i], generation: g}
 	}
 	r.mu.Lock()
 	r.applied[uid] = memo
 	r.mu.Unlock()
-	return nil
 }
 
 // forget drops what a GitSync applied, so its next sync checks everything.
@@ -104,14 +94,4 @@ func fingerprint(d declarations.Declaration) ([sha256.Size]byte, error) {
 		return [sha256.Size]byte{}, fmt.Errorf("%s: %w", d.Where(), err)
 	}
 	return sha256.Sum256(b), nil
-}
-
-// contains reports whether have holds every key of want with its value.
-func contains(have, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }
