@@ -99,13 +99,13 @@ type checkout struct {
 	// parsed is what was read below a path of the checkout, kept with
 	// it: a resync of an unchanged revision does not decode its
 	// thousands of documents again (about a second for 10,000).
-	parsed *revision
+	parsed *declaredRevision
 }
 
-// revision is the declarations below a path of a checkout, labelled as
-// their GitSync's, each with its fingerprint: nothing changes them after
-// read, so each is hashed once per revision, not once per resync.
-type revision struct {
+// declaredRevision is the declarations below a path of a checkout,
+// labelled as their GitSync's, each with its fingerprint: nothing changes
+// them after read, so each is hashed once per revision, not per resync.
+type declaredRevision struct {
 	path         string
 	decls        []declarations.Declaration
 	fingerprints [][sha256.Size]byte
@@ -297,17 +297,17 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 	gs.Status.LastFetchedRevision = string(co.rev)
 	gs.Status.LastAttemptedRevision = string(co.rev)
 
-	rev, err := r.read(gs, co)
+	declared, err := r.read(gs, co)
 	if err != nil {
 		return nil, &problem{reason: ReasonBuildFailed, stalled: true,
 			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
-	decls := rev.decls
+	decls := declared.decls
 	live, err := ap.ListLive(ctx, decls, false)
 	if err != nil {
 		return nil, &problem{reason: ReasonValidationFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
-	todo := r.changed(gs.UID, rev, live)
+	todo := r.changed(gs.UID, declared, live)
 	planned, err := ap.Validate(ctx, todo, live, false)
 	if err != nil {
 		return nil, &problem{reason: ReasonValidationFailed,
@@ -349,7 +349,7 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 	if err := ap.WaitHealthy(ctx, decls, live, healthInterval); err != nil {
 		return changes, &problem{reason: ReasonHealthCheck, message: fmt.Sprintf("revision %s applied, but %v", co.rev, err)}
 	}
-	r.remember(gs.UID, rev, planned)
+	r.remember(gs.UID, declared, planned)
 	return changes, nil
 }
 
@@ -432,7 +432,7 @@ func (r *Reconciler) fetch(ctx context.Context, gs *v1.GitSync, auth transport.A
 // read returns the declarations of the checkout below spec.path, labelled
 // as gs's, decoding them only when the checkout or the path is new. They
 // are not changed afterwards: the applier copies what it sends.
-func (r *Reconciler) read(gs *v1.GitSync, co checkout) (*revision, error) {
+func (r *Reconciler) read(gs *v1.GitSync, co checkout) (*declaredRevision, error) {
 	path := pathOr(gs.Spec.Path)
 	if co.parsed != nil && co.parsed.path == path {
 		return co.parsed, nil
@@ -442,19 +442,19 @@ func (r *Reconciler) read(gs *v1.GitSync, co checkout) (*revision, error) {
 		return nil, err
 	}
 	applier.SetOwner(decls, gs.Name)
-	rev := &revision{path: path, decls: decls, fingerprints: make([][sha256.Size]byte, len(decls))}
+	declared := &declaredRevision{path: path, decls: decls, fingerprints: make([][sha256.Size]byte, len(decls))}
 	for i, d := range decls {
-		if rev.fingerprints[i], err = fingerprint(d); err != nil {
+		if declared.fingerprints[i], err = fingerprint(d); err != nil {
 			return nil, err
 		}
 	}
-	co.parsed = rev
+	co.parsed = declared
 	r.mu.Lock()
 	if kept, ok := r.checkouts[gs.UID]; ok && kept.dir == co.dir {
 		r.checkouts[gs.UID] = co
 	}
 	r.mu.Unlock()
-	return rev, nil
+	return declared, nil
 }
 
 // forgetDeleted drops the checkouts and the memos of GitSyncs that no

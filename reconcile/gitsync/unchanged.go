@@ -32,18 +32,18 @@ type appliedMemo map[types.UID]map[string]appliedObject
 // declared label or annotation, or that are gone. live are the objects as
 // listed from the API server just before, not from the cache: a hand edit
 // made just before a requested sync must be seen.
-func (r *Reconciler) changed(uid types.UID, rev *revision, live applier.Live) []declarations.Declaration {
+func (r *Reconciler) changed(uid types.UID, declared *declaredRevision, live applier.Live) []declarations.Declaration {
 	r.mu.Lock()
 	memo := r.applied[uid]
 	r.mu.Unlock()
 	if len(memo) == 0 {
-		return rev.decls
+		return declared.decls
 	}
 	var out []declarations.Declaration
-	for i, d := range rev.decls {
+	for i, d := range declared.decls {
 		was, ok := memo[declarations.ID(d.Object)]
 		obj, exists := live[applier.KeyOf(d)]
-		if ok && exists && was.fingerprint == rev.fingerprints[i] && was.generation == obj.Generation && obj.KeepsDeclaredMetadata {
+		if ok && exists && was.fingerprint == declared.fingerprints[i] && was.generation == obj.Generation && obj.KeepsDeclaredMetadata {
 			continue
 		}
 		out = append(out, d)
@@ -56,7 +56,7 @@ func (r *Reconciler) changed(uid types.UID, rev *revision, live applier.Live) []
 // dry run found unchanged) for what this sync validated, and the previous
 // record for what it skipped as untouched. No listing is needed, and an
 // edit made after the apply still shows as a moved generation next time.
-func (r *Reconciler) remember(uid types.UID, rev *revision, validated []applier.Change) {
+func (r *Reconciler) remember(uid types.UID, declared *declaredRevision, validated []applier.Change) {
 	generation := make(map[string]int64, len(validated))
 	for _, c := range validated {
 		generation[declarations.ID(c.Declaration.Object)] = c.Generation
@@ -64,8 +64,8 @@ func (r *Reconciler) remember(uid types.UID, rev *revision, validated []applier.
 	r.mu.Lock()
 	old := r.applied[uid]
 	r.mu.Unlock()
-	memo := make(map[string]appliedObject, len(rev.decls))
-	for i, d := range rev.decls {
+	memo := make(map[string]appliedObject, len(declared.decls))
+	for i, d := range declared.decls {
 		id := declarations.ID(d.Object)
 		g, ok := generation[id]
 		if !ok {
@@ -74,7 +74,7 @@ func (r *Reconciler) remember(uid types.UID, rev *revision, validated []applier.
 			}
 			continue
 		}
-		memo[id] = appliedObject{fingerprint: rev.fingerprints[i], generation: g}
+		memo[id] = appliedObject{fingerprint: declared.fingerprints[i], generation: g}
 	}
 	r.mu.Lock()
 	r.applied[uid] = memo
