@@ -86,7 +86,8 @@ func TestTemplateTransformKeepsAtMostMaxSharedLists(t *testing.T) {
 	distinct := func(i int) string { return fmt.Sprintf("%dm", i+1) }
 	first := decodeTemplates(t, maxSharedMaps+10, distinct, transform)
 	again := decodeTemplates(t, maxSharedMaps+10, distinct, transform)
-	// The requests are the same list everywhere: one of the kept lists.
+	// Requests and limits share one store of lists, and the requests are
+	// the same list everywhere: they hold one of its places.
 	kept := 1
 	for i := range again {
 		if sameMap(first[i].Spec.Resources.Limits, again[i].Spec.Resources.Limits) {
