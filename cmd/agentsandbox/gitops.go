@@ -72,7 +72,7 @@ Exit status: 0 no change, 1 changes (prunes included), 2 error.
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			changes, err := a.Validate(ctx, decls, nil, true)
+			changes, err := a.Validate(ctx, decls, true)
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
@@ -140,7 +140,7 @@ and why the sync failed. A pipeline runs it after pushing to the repository.
 			if err != nil {
 				return err
 			}
-			planned, err := a.Validate(ctx, decls, nil, false)
+			planned, err := a.Validate(ctx, decls, false)
 			if err != nil {
 				return err
 			}

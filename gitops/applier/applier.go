@@ -58,15 +58,32 @@ func SetOwner(decls []declarations.Declaration, owner string) {
 type Applier struct {
 	client client.Client
 	rm     *ssa.ResourceManager
+	// health is what WaitHealthy reads: client, or an informer cache.
+	health       client.Reader
+	healthCached bool
 }
 
-// New returns an Applier writing through c.
+// New returns an Applier writing through c and reading through it too; c
+// must read from the API server, not from a cache, since what a sync
+// writes is decided on what it reads.
 func New(c client.Client) *Applier {
 	// No status poller: the applier does not wait for health. ssa only
 	// deletes (prune); validation and apply are the applier's own, so
 	// each object costs one dry run, not ssa's second one.
 	rm := ssa.NewResourceManager(c, nil, ssa.Owner{Field: FieldManager, Group: v1.GroupVersion.Group})
-	return &Applier{client: c, rm: rm}
+	return &Applier{client: c, rm: rm, health: c}
+}
+
+// WithHealthCache has WaitHealthy read the objects from cache, an
+// informer cache of their typed kinds, instead of listing them from the
+// API server on every pass: a resync of 10,000 unchanged templates then
+// reads only their metadata from the API server. A cache lags, so the
+// wait judges an object only once the cache has the version the sync last
+// listed or applied. The cache reads with its own credentials: use it only
+// where those may read every object the applier writes.
+func (a *Applier) WithHealthCache(cache client.Reader) *Applier {
+	a.health, a.healthCached = cache, true
+	return a
 }
 
 // concurrency is how many objects are dry-run or applied at once: one
@@ -87,17 +104,18 @@ const concurrency = 32
 // gets reverted. All errors are returned, joined.
 //
 // The dry run's result is the object as the apply will leave it, so it is
-// compared with live (what ListLive returned before; nil lists it now) to
-// tell created, configured and unchanged apart: one request per object
-// both validates and diffs it. detail (with live nil) fills Change.Fields,
-// for people; a sync does not need it and keeps no object beyond its
-// comparison.
-func (a *Applier) Validate(ctx context.Context, decls []declarations.Declaration, live Live, detail bool) ([]Change, error) {
-	if live == nil {
-		var err error
-		if live, err = a.ListLive(ctx, decls, detail); err != nil {
-			return nil, err
-		}
+// compared with the live object, listed whole first, to tell created,
+// configured and unchanged apart: one request per object both validates
+// and diffs it. detail fills Change.Fields, for people; a sync does not
+// need it and keeps no object beyond its comparison. No declarations
+// list nothing.
+func (a *Applier) Validate(ctx context.Context, decls []declarations.Declaration, detail bool) ([]Change, error) {
+	if len(decls) == 0 {
+		return nil, nil
+	}
+	live, err := a.listContents(ctx, decls, detail)
+	if err != nil {
+		return nil, err
 	}
 	changes := make([]Change, len(decls))
 	errs := make([]error, len(decls))
@@ -270,7 +288,7 @@ func (a *Applier) Apply(ctx context.Context, changes []Change) (*ssa.ChangeSet, 
 				errs[j] = fmt.Errorf("%s: %s %q: apply failed: %w", c.Declaration.Where(), obj.GetKind(), obj.GetName(), apiMessage(err))
 				return errs[j]
 			}
-			c.Generation = obj.GetGeneration()
+			c.Generation, c.ResourceVersion = obj.GetGeneration(), obj.GetResourceVersion()
 			applied[j] = true
 			return nil
 		})

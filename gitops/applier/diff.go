@@ -1,6 +1,8 @@
 package applier
 
 import (
+	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -10,6 +12,7 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
 )
@@ -26,6 +29,8 @@ type Change struct {
 	// Generation is the object's metadata.generation: the live one for an
 	// unchanged object, the one the apply answered with once applied.
 	Generation int64
+	// ResourceVersion is the one the apply answered with.
+	ResourceVersion string
 }
 
 func (c Change) entry() ssa.ChangeSetEntry {
@@ -38,28 +43,79 @@ func (c Change) entry() ssa.ChangeSetEntry {
 	}
 }
 
+// liveContent is what Validate compares a dry run's result with.
+type liveContent struct {
+	generation int64
+	// digest covers the labels, the annotations and everything outside
+	// metadata and status: ssa's drift test.
+	digest [sha256.Size]byte
+	// full is the object without managed fields, kept only when asked
+	// for, to show field changes.
+	full *unstructured.Unstructured
+}
+
+// listContents lists the declared objects whole, as JSON: only the
+// labelled ones (see ListLive) unless detail, which keeps each object to
+// show its field changes, and so shows them for an object not labelled
+// yet too.
+func (a *Applier) listContents(ctx context.Context, decls []declarations.Declaration, detail bool) (map[ObjectKey]*liveContent, error) {
+	out := map[ObjectKey]*liveContent{}
+	err := listPages(ctx, a.client, decls, listOptions(decls, !detail), true, unstructuredList,
+		func(gvk schema.GroupVersionKind, list *unstructured.UnstructuredList) {
+			for i := range list.Items {
+				out[ObjectKey{gvk, list.Items[i].GetName()}] = newLiveContent(&list.Items[i], detail)
+			}
+		})
+	return out, err
+}
+
+func newLiveContent(obj *unstructured.Unstructured, full bool) *liveContent {
+	c := &liveContent{generation: obj.GetGeneration(), digest: contentDigest(obj)}
+	if full {
+		obj.SetManagedFields(nil)
+		c.full = obj
+	}
+	return c
+}
+
 // decide compares the live object (nil when the listing did not have it)
 // with merged, the dry run's result, as ssa does: labels, annotations and
 // everything but metadata and status.
-func decide(d declarations.Declaration, live *LiveObject, merged *unstructured.Unstructured) Change {
+func decide(d declarations.Declaration, live *liveContent, merged *unstructured.Unstructured) Change {
 	c := Change{Declaration: d, Action: ssa.ConfiguredAction}
 	switch {
 	case merged.GetResourceVersion() == "":
 		c.Action = ssa.CreatedAction
 	case live == nil:
 		// Created since the listing: applying again is harmless.
-	case !drifted(live, merged):
-		c.Action, c.Generation = ssa.UnchangedAction, live.Generation
+	case live.digest == contentDigest(merged):
+		c.Action, c.Generation = ssa.UnchangedAction, live.generation
 	case live.full != nil:
 		c.Fields = fieldChanges(live.full, merged)
 	}
 	return c
 }
 
-// drifted is ssa's drift test: labels, annotations, or anything outside
-// metadata and status differ.
-func drifted(live *LiveObject, merged *unstructured.Unstructured) bool {
-	return live.content != contentDigest(merged)
+// contentDigest hashes the labels, the annotations (none and empty alike)
+// and everything outside metadata and status. JSON sorts map keys, so
+// equal content hashes equally; both sides of a comparison are decoded by
+// the same client, so numbers have the same types.
+func contentDigest(obj *unstructured.Unstructured) [sha256.Size]byte {
+	rest := make(map[string]any, len(obj.Object)+2)
+	for k, v := range obj.Object {
+		if k != "metadata" && k != "status" {
+			rest[k] = v
+		}
+	}
+	// Keys with a dot: no top-level field of an object has one.
+	if labels := obj.GetLabels(); len(labels) > 0 {
+		rest["metadata.labels"] = labels
+	}
+	if annotations := obj.GetAnnotations(); len(annotations) > 0 {
+		rest["metadata.annotations"] = annotations
+	}
+	b, _ := json.Marshal(rest) // maps of JSON values always marshal
+	return sha256.Sum256(b)
 }
 
 // fieldChanges compares the parts of two objects a declaration sets:

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/fluxcd/pkg/ssa"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
@@ -45,7 +46,7 @@ func TestDecide(t *testing.T) {
 	spec := func() map[string]any {
 		return map[string]any{"image": "python:3.12", "ports": []any{map[string]any{"name": "http", "containerPort": int64(80)}}}
 	}
-	live := newLiveObject(obj(map[string]any{"team": "a"}, spec(), map[string]any{"observedGeneration": int64(3)}), nil, false)
+	live := newLiveContent(obj(map[string]any{"team": "a"}, spec(), map[string]any{"observedGeneration": int64(3)}), false)
 	d := declarations.Declaration{Object: obj(nil, nil, nil), File: "t.yaml", Doc: 1}
 
 	cases := []struct {
@@ -72,11 +73,11 @@ func TestDecide(t *testing.T) {
 	if got := decide(d, live, cases[0].merged); got.Generation != 3 {
 		t.Errorf("unchanged object's generation %d, want the live 3", got.Generation)
 	}
-	unlabelled := newLiveObject(obj(nil, spec(), nil), nil, false)
+	unlabelled := newLiveContent(obj(nil, spec(), nil), false)
 	if got := decide(d, unlabelled, obj(map[string]any{}, spec(), nil)); got.Action != ssa.UnchangedAction {
 		t.Errorf("no labels against an empty map of them: %s, want unchanged", got.Action)
 	}
-	full := newLiveObject(obj(map[string]any{"team": "a"}, spec(), nil), nil, true)
+	full := newLiveContent(obj(map[string]any{"team": "a"}, spec(), nil), true)
 	if got := decide(d, full, cases[1].merged); strings.Join(got.Fields, "\n") != `spec.image: "python:3.12" → "python:3.13"` {
 		t.Errorf("field changes with the full live object: %q", got.Fields)
 	}
@@ -89,35 +90,32 @@ func TestDecide(t *testing.T) {
 // while it has every declared label and annotation with its value,
 // whatever else it has.
 func TestKeepsDeclaredMetadata(t *testing.T) {
-	obj := func(labels, annotations map[string]any) *unstructured.Unstructured {
-		meta := map[string]any{"name": "t"}
-		if labels != nil {
-			meta["labels"] = labels
-		}
-		if annotations != nil {
-			meta["annotations"] = annotations
-		}
-		return &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "agentsandbox.dev/v1alpha1", "kind": "SandboxTemplate", "metadata": meta,
-		}}
+	decl := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "agentsandbox.dev/v1alpha1", "kind": "SandboxTemplate",
+		"metadata": map[string]any{"name": "t", "labels": map[string]any{"team": "a"}, "annotations": map[string]any{"owner": "alice"}},
+	}}
+	bare := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "agentsandbox.dev/v1alpha1", "kind": "SandboxTemplate", "metadata": map[string]any{"name": "t"},
+	}}
+	live := func(labels, annotations map[string]string) *metav1.ObjectMeta {
+		return &metav1.ObjectMeta{Name: "t", Labels: labels, Annotations: annotations}
 	}
-	decl := obj(map[string]any{"team": "a"}, map[string]any{"owner": "alice"})
 	cases := []struct {
 		name string
-		live *unstructured.Unstructured
+		live *metav1.ObjectMeta
 		decl *unstructured.Unstructured
 		want bool
 	}{
-		{"as declared", obj(map[string]any{"team": "a"}, map[string]any{"owner": "alice"}), decl, true},
-		{"more than declared", obj(map[string]any{"team": "a", "x": "y"}, map[string]any{"owner": "alice", "note": "hi"}), decl, true},
-		{"label removed", obj(nil, map[string]any{"owner": "alice"}), decl, false},
-		{"label changed", obj(map[string]any{"team": "b"}, map[string]any{"owner": "alice"}), decl, false},
-		{"annotation removed", obj(map[string]any{"team": "a"}, nil), decl, false},
-		{"nothing declared", obj(nil, nil), obj(nil, nil), true},
-		{"not declared", obj(map[string]any{"team": "a"}, nil), nil, false},
+		{"as declared", live(map[string]string{"team": "a"}, map[string]string{"owner": "alice"}), decl, true},
+		{"more than declared", live(map[string]string{"team": "a", "x": "y"}, map[string]string{"owner": "alice", "note": "hi"}), decl, true},
+		{"label removed", live(nil, map[string]string{"owner": "alice"}), decl, false},
+		{"label changed", live(map[string]string{"team": "b"}, map[string]string{"owner": "alice"}), decl, false},
+		{"annotation removed", live(map[string]string{"team": "a"}, nil), decl, false},
+		{"nothing declared", live(nil, nil), bare, true},
+		{"not declared", live(map[string]string{"team": "a"}, nil), nil, false},
 	}
 	for _, c := range cases {
-		if got := newLiveObject(c.live, c.decl, false).KeepsDeclaredMetadata; got != c.want {
+		if got := newLiveObject(c.live, c.decl).KeepsDeclaredMetadata; got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}

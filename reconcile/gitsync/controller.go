@@ -75,18 +75,20 @@ type Reconciler struct {
 	// GitSync at the start of each sync (see Reconcile).
 	uncached  client.Reader
 	recorder  recorder.EventRecorder
-	applier   *applier.Applier
 	namespace string
 	workDir   string
-	// config and mapper make the appliers that act as a GitSync's
-	// ServiceAccount.
+	// config and mapper make the appliers' clients, which read from the
+	// API server; cache is the manager's, which the reconciler's own
+	// applier reads health from.
 	config *rest.Config
 	mapper meta.RESTMapper
+	cache  client.Reader
 
 	mu sync.Mutex
-	// actingAs keeps an applier per ServiceAccount: a client of its own
-	// (impersonation is per connection) that shares the manager's mapper.
-	actingAs map[string]*applier.Applier
+	// appliers keeps an applier per ServiceAccount ("" for the
+	// reconciler's own): a client of its own (impersonation is per
+	// connection) that shares the manager's mapper.
+	appliers map[string]*applier.Applier
 	// checkouts keeps the last checkout of each GitSync, so a sync whose
 	// ls-remote shows an unchanged revision re-applies it without cloning.
 	checkouts map[types.UID]checkout
@@ -122,10 +124,10 @@ func NewReconciler(mgr ctrl.Manager) *Reconciler {
 		Client:    mgr.GetClient(),
 		uncached:  mgr.GetAPIReader(),
 		recorder:  mgr.GetEventRecorder("gitsync-controller"),
-		applier:   applier.New(mgr.GetClient()),
 		config:    mgr.GetConfig(),
 		mapper:    mgr.GetRESTMapper(),
-		actingAs:  map[string]*applier.Applier{},
+		cache:     mgr.GetCache(),
+		appliers:  map[string]*applier.Applier{},
 		namespace: ns,
 		workDir:   filepath.Join(os.TempDir(), "agentsandbox-gitsync"),
 		checkouts: map[types.UID]checkout{},
@@ -303,12 +305,12 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
 	decls := declared.decls
-	live, err := ap.ListLive(ctx, decls, false)
+	live, err := ap.ListLive(ctx, decls)
 	if err != nil {
 		return nil, &problem{reason: ReasonValidationFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
 	todo := r.changed(gs.UID, declared, live)
-	planned, err := ap.Validate(ctx, todo, live, false)
+	planned, err := ap.Validate(ctx, todo, false)
 	if err != nil {
 		return nil, &problem{reason: ReasonValidationFailed,
 			message: fmt.Sprintf("revision %s: dry run refused: %v", co.rev, err)}
@@ -342,10 +344,7 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 	}
 	gs.Status.Inventory = inventory
 	gs.Status.LastAppliedRevision = string(co.rev)
-	if wrote(changes) {
-		// The listing predates the writes: the health wait lists again.
-		live = nil
-	}
+	live.Record(planned)
 	if err := ap.WaitHealthy(ctx, decls, live, healthInterval); err != nil {
 		return changes, &problem{reason: ReasonHealthCheck, message: fmt.Sprintf("revision %s applied, but %v", co.rev, err)}
 	}
@@ -373,32 +372,40 @@ func (r *Reconciler) auth(ctx context.Context, gs *v1.GitSync) (transport.AuthMe
 // reconciler's own, or one acting as spec.serviceAccountName once that
 // ServiceAccount is found (the API server would let the reconciler act as
 // one that does not exist, and refuse each request for lack of access).
+// Each reads from the API server: the manager's client would start an
+// informer for the metadata ListLive reads.
 func (r *Reconciler) applierFor(ctx context.Context, gs *v1.GitSync) (*applier.Applier, error) {
 	name := gs.Spec.ServiceAccountName
-	if name == "" {
-		return r.applier, nil
-	}
 	key := types.NamespacedName{Namespace: r.namespace, Name: name}
-	if err := r.uncached.Get(ctx, key, &corev1.ServiceAccount{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("spec.serviceAccountName: ServiceAccount %s not found", key)
+	if name != "" {
+		if err := r.uncached.Get(ctx, key, &corev1.ServiceAccount{}); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("spec.serviceAccountName: ServiceAccount %s not found", key)
+			}
+			return nil, fmt.Errorf("spec.serviceAccountName: failed to read ServiceAccount %s: %w", key, err)
 		}
-		return nil, fmt.Errorf("spec.serviceAccountName: failed to read ServiceAccount %s: %w", key, err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if ap, ok := r.actingAs[name]; ok {
+	if ap, ok := r.appliers[name]; ok {
 		return ap, nil
 	}
 	cfg := rest.CopyConfig(r.config)
-	// The API server adds the ServiceAccount's groups to the username.
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + r.namespace + ":" + name}
+	if name != "" {
+		// The API server adds the ServiceAccount's groups to the username.
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + r.namespace + ":" + name}
+	}
 	c, err := client.New(cfg, client.Options{Scheme: r.Scheme(), Mapper: r.mapper})
 	if err != nil {
-		return nil, fmt.Errorf("spec.serviceAccountName: failed to make a client acting as %s: %w", key, err)
+		return nil, fmt.Errorf("failed to make an API server client: %w", err)
 	}
 	ap := applier.New(c)
-	r.actingAs[name] = ap
+	if name == "" {
+		// The reconciler may read whatever it applies; a ServiceAccount
+		// may not read what the reconciler's cache holds.
+		ap = ap.WithHealthCache(r.cache)
+	}
+	r.appliers[name] = ap
 	return ap, nil
 }
 
@@ -481,11 +488,6 @@ func (r *Reconciler) forgetDeleted(ctx context.Context) {
 			delete(r.applied, uid)
 		}
 	}
-}
-
-// wrote reports whether a sync created, changed or deleted anything.
-func wrote(cs *ssa.ChangeSet) bool {
-	return summarize(cs) != ""
 }
 
 // summarize lists what a sync changed, "" when nothing.
