@@ -32,10 +32,11 @@ import (
 // newest are the versions of the objects the caller last listed or
 // applied (ListLive, Record). An object read in an older version (a lower
 // resourceVersion, comparable as KEP-5504 specifies), or not read at all,
-// is waited for rather than judged: a cache may not have the caller's own
-// write yet, or a status written just before the listing, and judging it
-// would report on the past. So health read from a cache is as fresh as
-// the listing.
+// is waited for rather than judged when read from the health cache: the
+// cache may not have the caller's own write yet, or a status written just
+// before the listing, and judging it would report on the past. So health
+// read from a cache is as fresh as the listing. (A list from the API
+// server is always at least as fresh.)
 func (a *Applier) WaitHealthy(ctx context.Context, decls []declarations.Declaration, newest Live, interval time.Duration) error {
 	pending := slices.Clone(decls)
 	for {
@@ -55,8 +56,8 @@ func (a *Applier) WaitHealthy(ctx context.Context, decls []declarations.Declarat
 			state, found := states[key]
 			want, known := newest[key]
 			switch {
-			case known && (!found || older(state.resourceVersion, want.ResourceVersion)):
-				state.why = fmt.Sprintf("resourceVersion %s not read yet", want.ResourceVersion)
+			case known && a.healthCached && (!found || older(state.resourceVersion, want.ResourceVersion)):
+				state.why = fmt.Sprintf("the cache has not seen resourceVersion %s yet", want.ResourceVersion)
 			case !found:
 				return fmt.Errorf("%s: %s %q is not on the cluster", d.Where(), d.Object.GetKind(), d.Object.GetName())
 			case state.failed:

@@ -82,8 +82,12 @@ func TestWaitHealthyWaitsForTheCache(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	applied := Live{KeyOf(gone[0]): {ResourceVersion: "5"}}
-	if err := a.WaitHealthy(ctx, gone, applied, 10*time.Millisecond); err == nil || !strings.Contains(err.Error(), "resourceVersion 5 not read yet") {
+	if err := a.WaitHealthy(ctx, gone, applied, 10*time.Millisecond); err == nil || !strings.Contains(err.Error(), "the cache has not seen resourceVersion 5 yet") {
 		t.Errorf("an object applied but not in the cache yet: %v", err)
+	}
+	// Read from the API server, which is never behind, missing is missing.
+	if err := New(cache).WaitHealthy(context.Background(), gone, applied, time.Hour); err == nil || !strings.Contains(err.Error(), `"gone" is not on the cluster`) {
+		t.Errorf("an object listed but gone from the API server: %v", err)
 	}
 }
 
