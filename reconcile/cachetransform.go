@@ -60,7 +60,8 @@ func keyOf[K ~string, V any](m map[K]V, value func(V) string) string {
 // from 2.9 to 1.1 KB (BenchmarkTemplateCacheMemory). Thousands of
 // templates synced from Git mostly share a few sizes and the label of
 // their GitSync. Sharing is safe because nothing writes to a cached
-// object: the cache hands out deep copies, and event handlers only read.
+// object: the cache hands out deep copies, and event handlers and the
+// GitSync health wait (which lists without copies) only read.
 func templateTransform() toolscache.TransformFunc {
 	strip := cache.TransformStripManagedFields()
 	var lists sharedMaps[corev1.ResourceList]

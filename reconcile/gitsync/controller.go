@@ -396,6 +396,9 @@ func (r *Reconciler) applierFor(ctx context.Context, gs *v1.GitSync) (*applier.A
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + r.namespace + ":" + name}
 	}
 	c, err := client.New(cfg, client.Options{Scheme: r.Scheme(), Mapper: r.mapper})
+	if err != nil && name != "" {
+		return nil, fmt.Errorf("spec.serviceAccountName: failed to make a client acting as %s: %w", key, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("failed to make an API server client: %w", err)
 	}
