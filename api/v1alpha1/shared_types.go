@@ -23,6 +23,13 @@ const (
 	ManagedByValue = "agentsandbox"
 	// LabelSandbox names the Sandbox a namespace, pod or volume belongs to.
 	LabelSandbox = "agentsandbox.dev/sandbox"
+	// LabelSandboxUID carries the UID of the Sandbox a namespace was created
+	// or claimed for. Names are reused (a Sandbox deleted and created again,
+	// an admin's namespace of the same name); the UID is not, and the label
+	// outlives the owner reference that an orphaning delete strips, so the
+	// controller can still tell and remove an environment whose Sandbox is
+	// gone.
+	LabelSandboxUID = "agentsandbox.dev/sandbox-uid"
 	// LabelOwner carries a label-safe form of the sandbox owner.
 	LabelOwner = "agentsandbox.dev/owner"
 	// LabelTemplate names the SandboxTemplate an object was stamped from.

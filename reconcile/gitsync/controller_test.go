@@ -492,6 +492,51 @@ func TestServiceAccountLimitsTheSync(t *testing.T) {
 	getTemplate(t, tpl)
 }
 
+// TestServiceAccountSyncActsForItselfOnly: a GitSync acting as a
+// ServiceAccount that may manage sandboxes is, for the owner admission
+// policy, that account and no admin: a revision declaring a sandbox for
+// alice is refused as a whole, and one without an owner makes the account
+// the owner.
+func TestServiceAccountSyncActsForItselfOnly(t *testing.T) {
+	ctx := context.Background()
+	c := testcluster.Get(t).Client
+	srv := gittest.New(t, "", "")
+	sa, name := testcluster.Name("team"), testcluster.Name("team-sbx")
+	tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("team-t")}, Spec: v1.SandboxTemplateSpec{Image: "python:3.12"}}
+	if err := c.Create(ctx, tpl); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), tpl) })
+	newServiceAccount(t, sa, rbacv1.PolicyRule{
+		APIGroups: []string{v1.GroupVersion.Group}, Resources: []string{"sandboxes"},
+		Verbs: []string{"get", "list", "watch", "create", "patch", "delete"},
+	}, rbacv1.PolicyRule{
+		APIGroups: []string{v1.GroupVersion.Group}, Resources: []string{"sandboxtemplates"}, Verbs: []string{"get", "list", "watch"},
+	})
+	sandboxYAML := func(owner string) string {
+		return fmt.Sprintf("apiVersion: agentsandbox.dev/v1alpha1\nkind: Sandbox\nmetadata:\n  name: %s\nspec:\n  templateRef: {name: %s}\n%s", name, tpl.Name, owner)
+	}
+	srv.Commit("main", map[string]string{"sandbox.yaml": sandboxYAML("  owner: alice@example.com\n")})
+	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.ServiceAccountName = sa })
+	t.Cleanup(func() { _ = c.Delete(context.Background(), &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: name}}) })
+	account, _ := serviceAccountUser(sa)
+	wantReady(t, sync(t, gs), metav1.ConditionFalse, gitsync.ReasonValidationFailed,
+		"sandbox.yaml, document 1", "belongs to alice@example.com, not to "+account)
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, &v1.Sandbox{}); !apierrors.IsNotFound(err) {
+		t.Errorf("sandbox %s for alice applied by a ServiceAccount that is no admin: %v", name, err)
+	}
+
+	srv.Commit("main", map[string]string{"sandbox.yaml": sandboxYAML("")})
+	sync(t, gs)
+	got := &v1.Sandbox{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, got); err != nil {
+		t.Fatalf("the account's own sandbox: %v", err)
+	}
+	if got.Spec.Owner != account {
+		t.Errorf("sandbox applied by %s is owned by %q", account, got.Spec.Owner)
+	}
+}
+
 // TestNewServiceAccountRevalidatesEverything gives a GitSync that applied
 // a node pool as the reconciler a ServiceAccount that may read node pools
 // but not change them: the next sync validates the pool again, as the

@@ -28,53 +28,19 @@ func TestOnlyTheOwnerGetsIn(t *testing.T) {
 	cluster := testcluster.Get(t)
 	admin := cluster.Client
 	ctx := context.Background()
-	alice, bob := testcluster.Name("alice")+"@example.com", testcluster.Name("bob")+"@example.com"
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("sandbox-users")},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "agentsandbox-user"},
-		Subjects: []rbacv1.Subject{
-			{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: alice},
-			{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: bob},
-		},
-	}
-	if err := admin.Create(ctx, binding); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Delete(ctx, binding) })
-	asAlice, asBob := impersonate(t, cluster, alice), impersonate(t, cluster, bob)
+	alice, asAlice := newUser(t, cluster, "alice")
+	bob, asBob := newUser(t, cluster, "bob")
 	tpl := newTemplate(t, admin, nil)
 
 	// Alice leaves the owner out: admission fills in her identity.
-	mine := &v1.Sandbox{
-		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("alice")},
-		Spec:       v1.SandboxSpec{TemplateRef: &v1.LocalObjectReference{Name: tpl.Name}},
-	}
-	if err := asAlice.Create(ctx, mine); err != nil {
-		t.Fatalf("alice creating her sandbox: %v", err)
-	}
-	t.Cleanup(func() { _ = admin.Delete(ctx, mine) })
+	mine := createAs(t, asAlice, admin, testcluster.Name("alice"), fromTemplate(tpl))
 	if mine.Spec.Owner != alice {
 		t.Fatalf("owner defaulted to %q, want %q", mine.Spec.Owner, alice)
 	}
 	waitCondition(t, admin, mine, metav1.ConditionTrue, sandbox.ReasonReady)
 	ns := sandbox.NamespaceName(mine.Name)
 
-	forged := &v1.Sandbox{
-		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("forged")},
-		Spec:       v1.SandboxSpec{TemplateRef: &v1.LocalObjectReference{Name: tpl.Name}, Owner: alice},
-	}
-	err := asBob.Create(ctx, forged)
-	if err == nil {
-		_ = admin.Delete(ctx, forged)
-	}
-	forbidden(t, "bob creating a sandbox owned by alice", err, "belongs to "+alice)
-	forbidden(t, "bob deleting alice's sandbox", asBob.Delete(ctx, mine), "may delete it")
-	stop := &v1.Sandbox{}
-	if err := admin.Get(ctx, client.ObjectKeyFromObject(mine), stop); err != nil {
-		t.Fatal(err)
-	}
-	stop.Spec.State = v1.SandboxStopped
-	forbidden(t, "bob stopping alice's sandbox", asBob.Update(ctx, stop), "may change it")
+	mayNotActFor(t, "bob", asBob, admin, mine)
 	forbidden(t, "bob reading alice's pod", asBob.Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox.PodName}, &corev1.Pod{}), "")
 
 	if err := asAlice.Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox.PodName}, &corev1.Pod{}); err != nil {
@@ -95,12 +61,116 @@ func TestOnlyTheOwnerGetsIn(t *testing.T) {
 	if allowed(t, admin, alice, ns, "create", "") {
 		t.Errorf("alice may create pods in her sandbox namespace: the sandbox pod is the controller's")
 	}
+	// The owner role is exactly what the README promises: get and list
+	// pods, exec, attach, port-forward and logs; nothing else.
+	for _, verb := range []string{"get", "list"} {
+		if !allowed(t, admin, alice, ns, verb, "") {
+			t.Errorf("alice may not %s pods in her sandbox", verb)
+		}
+	}
+	for _, verb := range []string{"watch", "update", "patch", "delete"} {
+		if allowed(t, admin, alice, ns, verb, "") {
+			t.Errorf("alice may %s pods in her sandbox", verb)
+		}
+	}
+
+	// Visibility, a stated choice (README, "Who sees which sandboxes"):
+	// every user of agentsandbox-user lists every Sandbox, with its owner,
+	// namespace and pod IP, and gets no further than the Sandbox object.
+	list := &v1.SandboxList{}
+	if err := asBob.List(ctx, list); err != nil {
+		t.Fatalf("bob listing sandboxes: %v", err)
+	}
+	seen := false
+	for _, s := range list.Items {
+		seen = seen || s.Name == mine.Name && s.Spec.Owner == alice && s.Status.Namespace == ns
+	}
+	if !seen {
+		t.Errorf("bob's list does not show alice's sandbox %s with owner and namespace: the README says every user sees every sandbox", mine.Name)
+	}
+	forbidden(t, "bob listing alice's pods", asBob.List(ctx, &corev1.PodList{}, client.InNamespace(ns)), "")
+	forbidden(t, "bob reading alice's namespace", asBob.Get(ctx, types.NamespacedName{Name: ns}, &corev1.Namespace{}), "")
 }
 
-func impersonate(t *testing.T, cluster *testcluster.Cluster, user string) client.Client {
+// TestServiceAccountsAreNotAdmins: a ServiceAccount of the reconciler's
+// namespace other than the reconciler's own (the account a GitSync acts as
+// through serviceAccountName, say) with agentsandbox-user is a user like
+// any other: it may not create a sandbox for someone else, nor change or
+// delete theirs.
+func TestServiceAccountsAreNotAdmins(t *testing.T) {
+	t.Parallel()
+	cluster := testcluster.Get(t)
+	admin := cluster.Client
+	account := testcluster.Name("team")
+	username := "system:serviceaccount:agentsandbox-system:" + account
+	bindUsers(t, admin, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "agentsandbox-system", Name: account})
+	asAccount := impersonate(t, cluster, username, "system:serviceaccounts", "system:serviceaccounts:agentsandbox-system")
+	alice := testcluster.Name("alice") + "@example.com"
+	tpl := newTemplate(t, admin, nil)
+	hers := newSandbox(t, admin, tpl, func(s *v1.Sandbox) { s.Spec.Owner = alice })
+
+	mayNotActFor(t, "a ServiceAccount", asAccount, admin, hers)
+
+	// Its own sandbox it may have: admission makes it the owner.
+	own := createAs(t, asAccount, admin, testcluster.Name("own"), fromTemplate(tpl))
+	if own.Spec.Owner != username {
+		t.Errorf("owner defaulted to %q, want %q", own.Spec.Owner, username)
+	}
+}
+
+// newUser is a developer bound to agentsandbox-user, and a client acting
+// as them.
+func newUser(t *testing.T, cluster *testcluster.Cluster, prefix string) (string, client.Client) {
+	t.Helper()
+	name := testcluster.Name(prefix) + "@example.com"
+	bindUsers(t, cluster.Client, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name})
+	return name, impersonate(t, cluster, name)
+}
+
+// bindUsers grants the subjects agentsandbox-user for the test.
+func bindUsers(t *testing.T, admin client.Client, subjects ...rbacv1.Subject) {
+	t.Helper()
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("sandbox-users")},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "agentsandbox-user"},
+		Subjects:   subjects,
+	}
+	if err := admin.Create(context.Background(), binding); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), binding) })
+}
+
+// mayNotActFor checks that who, acting through c, may not create a sandbox
+// for the owner of theirs, nor stop or delete theirs: admission refuses
+// each with its reason.
+func mayNotActFor(t *testing.T, who string, c, admin client.Client, theirs *v1.Sandbox) {
+	t.Helper()
+	ctx := context.Background()
+	owner := theirs.Spec.Owner
+	forged := &v1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("forged")},
+		Spec:       v1.SandboxSpec{TemplateRef: theirs.Spec.TemplateRef, Owner: owner},
+	}
+	err := c.Create(ctx, forged)
+	if err == nil {
+		_ = admin.Delete(ctx, forged)
+	}
+	forbidden(t, who+" creating a sandbox owned by "+owner, err, "belongs to "+owner)
+	stop := &v1.Sandbox{}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(theirs), stop); err != nil {
+		t.Fatal(err)
+	}
+	stop.Spec.State = v1.SandboxStopped
+	forbidden(t, who+" stopping "+owner+"'s sandbox", c.Update(ctx, stop), "may change it")
+	forbidden(t, who+" deleting "+owner+"'s sandbox", c.Delete(ctx, theirs), "may delete it")
+}
+
+// impersonate is a client acting as user, authenticated, in groups.
+func impersonate(t *testing.T, cluster *testcluster.Cluster, user string, groups ...string) client.Client {
 	t.Helper()
 	cfg := rest.CopyConfig(cluster.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
 	c, err := client.New(cfg, client.Options{Scheme: reconcile.Scheme})
 	if err != nil {
 		t.Fatal(err)

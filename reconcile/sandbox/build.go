@@ -75,6 +75,7 @@ func managedLabels() map[string]string {
 func sandboxBlueprint(sbx *v1.Sandbox, namespace string, tpl *v1.SandboxTemplate, pool *v1.NodePool, env []v1.EnvVar) blueprint {
 	l := managedLabels()
 	l[v1.LabelSandbox] = sbx.Name
+	l[v1.LabelSandboxUID] = string(sbx.UID)
 	l[v1.LabelOwner] = labelSafe(sbx.Spec.Owner)
 	l[v1.LabelTemplate] = tpl.Name
 	if ref := sbx.Spec.WarmPoolRef; ref != nil {

@@ -25,7 +25,9 @@ func TestEgressExceptBlocksWhatABroadRuleWouldOpen(t *testing.T) {
 		{"10.0.0.0/8", nil, nil},  // names a blocked range: explicitly allowed
 		{"10.1.0.0/16", nil, nil}, // inside one: explicitly allowed
 		{"140.82.112.0/20", []string{"140.82.112.5/32"}, []string{"140.82.112.5/32"}}, // public, nothing to add
-		{"::/0", nil, []string{"fe80::/10", "fc00::/7"}},
+		{"::/0", nil, []string{"fe80::/10", "fc00::/7", "fec0::/10", "64:ff9b::/96", "64:ff9b:1::/48", "2002::/16", "2001::/32"}},
+		{"64:ff9b::/96", nil, nil},                            // names NAT64: explicitly allowed
+		{"2000::/3", nil, []string{"2002::/16", "2001::/32"}}, // global unicast still excepts the IPv4-carrying ranges
 	}
 	for _, tc := range cases {
 		got := egressExcept(netip.MustParsePrefix(tc.cidr), tc.except, DefaultBlockedEgress)
@@ -121,5 +123,51 @@ func TestRecoverLaunch(t *testing.T) {
 	recoverLaunch(sbx, &corev1.Namespace{})
 	if sbx.Status.LaunchType != v1.LaunchCold || !strings.Contains(sbx.Status.LaunchMessage, "python") {
 		t.Errorf("cold recovery: %+v", sbx.Status)
+	}
+}
+
+// TestNamespaceIdentity: a namespace is a sandbox's by its controller
+// reference's UID, never by its name, and an environment left by an
+// earlier Sandbox of the same name is told from anyone else's namespace.
+func TestNamespaceIdentity(t *testing.T) {
+	sbx := &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: "new"}}
+	earlier := &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: "old"}}
+	pool := &v1.WarmPool{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "pool"}}
+	ns := func(labels map[string]string, owner *metav1.OwnerReference) *corev1.Namespace {
+		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sandbox-x", Labels: labels}}
+		if owner != nil {
+			n.OwnerReferences = []metav1.OwnerReference{*owner}
+		}
+		return n
+	}
+	ours := map[string]string{v1.LabelManagedBy: v1.ManagedByValue, v1.LabelSandbox: "x"}
+	withUID := func(uid string) map[string]string {
+		l := map[string]string{v1.LabelSandboxUID: uid}
+		for k, v := range ours {
+			l[k] = v
+		}
+		return l
+	}
+	ref := func(kind string, obj metav1.Object) *metav1.OwnerReference { r := controllerRef(kind, obj); return &r }
+	for _, tc := range []struct {
+		name        string
+		ns          *corev1.Namespace
+		owns, stale bool
+	}{
+		{"created for this sandbox", ns(withUID("new"), ref("Sandbox", sbx)), true, false},
+		{"created by an earlier version, without the UID label", ns(ours, ref("Sandbox", sbx)), true, false},
+		{"an administrator's", ns(map[string]string{"team": "platform"}, nil), false, false},
+		{"forged labels, no owner", ns(map[string]string{"team": "platform", v1.LabelSandboxUID: "new"}, nil), false, false},
+		{"an unclaimed warm member", ns(map[string]string{v1.LabelManagedBy: v1.ManagedByValue, v1.LabelMember: v1.MemberAvailable}, ref("WarmPool", pool)), false, false},
+		{"an earlier sandbox's, owner reference stripped by an orphaning delete", ns(withUID("old"), nil), false, true},
+		{"an earlier sandbox's, still owned by it", ns(withUID("old"), ref("Sandbox", earlier)), false, true},
+		{"a UID label that is not the owner's", ns(withUID("old"), ref("Sandbox", sbx)), false, false},
+	} {
+		if got := ownsNamespace(tc.ns, sbx); got != tc.owns {
+			t.Errorf("%s: ownsNamespace = %v, want %v", tc.name, got, tc.owns)
+		}
+		if got := leftBehind(tc.ns, sbx); got != tc.stale {
+			t.Errorf("%s: leftBehind = %v, want %v", tc.name, got, tc.stale)
+		}
 	}
 }

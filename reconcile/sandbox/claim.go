@@ -65,9 +65,17 @@ func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res reso
 		return "", false, fmt.Errorf("failed to list namespaces of sandbox %s: %w", sbx.Name, err)
 	}
 	for i := range mine.Items {
-		if ns := &mine.Items[i]; metav1.IsControlledBy(ns, sbx) {
+		ns := &mine.Items[i]
+		if ownsNamespace(ns, sbx) {
 			recoverLaunch(sbx, ns)
 			return ns.Name, false, nil
+		}
+		// Labelled for this name but not this Sandbox's: an earlier
+		// Sandbox's environment, left by a delete that orphaned it.
+		if ns.DeletionTimestamp == nil {
+			if err := r.deleteEnvironment(ctx, ns); err != nil {
+				return "", false, err
+			}
 		}
 	}
 	switch {
@@ -125,6 +133,7 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 		claimed := ns.DeepCopy()
 		claimed.Labels[v1.LabelMember] = v1.MemberClaimed
 		claimed.Labels[v1.LabelSandbox] = sbx.Name
+		claimed.Labels[v1.LabelSandboxUID] = string(sbx.UID)
 		claimed.Labels[v1.LabelOwner] = labelSafe(sbx.Spec.Owner)
 		if claimed.Annotations == nil {
 			claimed.Annotations = map[string]string{}

@@ -120,7 +120,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			CreateFunc: func(e event.CreateEvent) bool { r.created.noteCreated(e.Object, time.Now()); return true },
 			DeleteFunc: func(e event.DeleteEvent) bool { r.created.forget(e.Object); return true },
 		})).
-		Owns(&corev1.Namespace{}).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(sandboxOfNamespace)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.sandboxOfPod)).
 		Watches(&v1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesOfTemplate)).
 		// A pool's status changes with every claim and refill; only the
@@ -141,7 +141,7 @@ const ConcurrentReconciles = 64
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=sandboxes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=sandboxes/finalizers,verbs=update
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=sandboxtemplates;warmpools;nodepools,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch;update
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch;update;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;resourcequotas;limitranges,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch
@@ -158,13 +158,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if apierrors.IsNotFound(err) {
 			r.written.Delete(req.Name)
 			r.forgetClaim(req.Name)
+			return ctrl.Result{}, r.removeLeftBehind(ctx, req.Name)
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, err
 	}
 	if !sbx.DeletionTimestamp.IsZero() {
 		r.written.Delete(sbx.Name)
 		r.forgetClaim(sbx.Name)
-		// The namespace and everything in it go by garbage collection.
+		// The namespace and everything in it go by garbage collection, or,
+		// when the delete orphans them, once the Sandbox is gone
+		// (removeLeftBehind).
 		return ctrl.Result{}, nil
 	}
 	before := sbx.DeepCopy()
@@ -184,13 +187,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	if waiting != nil {
-		conditions.MarkFalse(sbx, v1.ReadyCondition, waiting.reason, "%s", waiting.message)
-		if waiting.terminal {
-			conditions.MarkStalled(sbx, waiting.reason, "%s", waiting.message)
-			return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("%s", waiting.message))
-		}
-		conditions.MarkReconciling(sbx, waiting.reason, "%s", waiting.message)
-		return ctrl.Result{RequeueAfter: waitRetry}, nil
+		return waiting.mark(sbx)
 	}
 	conditions.Delete(sbx, v1.StalledCondition)
 
@@ -220,7 +217,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{RequeueAfter: waitRetry}, nil
 	}
 	bp := sandboxBlueprint(sbx, namespace, res.template, res.nodePool, res.env)
-	if err := r.applyEnvironment(ctx, bp, justClaimed); err != nil {
+	created := false
+	if !justClaimed {
+		var taken *wait
+		if created, taken, err = r.ensureNamespace(ctx, sbx, bp); err != nil {
+			conditions.MarkFalse(sbx, v1.ReadyCondition, "ApplyFailed", "%v", err)
+			return ctrl.Result{}, err
+		}
+		if taken != nil {
+			sbx.Status.Phase = v1.SandboxPhasePending
+			return taken.mark(sbx)
+		}
+	}
+	if err := r.applyEnvironment(ctx, bp, justClaimed, created); err != nil {
 		conditions.MarkFalse(sbx, v1.ReadyCondition, "ApplyFailed", "%v", err)
 		return ctrl.Result{}, err
 	}
@@ -282,10 +291,32 @@ type writtenStatus struct {
 	status []byte
 }
 
-// wait is a reason the sandbox cannot be built yet, or (terminal) at all.
+// wait is a reason the sandbox cannot be built yet, or (terminal) not
+// without a change elsewhere.
 type wait struct {
 	reason, message string
 	terminal        bool
+}
+
+// mark records the wait in the conditions and says when to look again. A
+// terminal wait is Stalled: only a change elsewhere helps. A spec change
+// or a referenced object's change brings the sandbox back; a namespace
+// conflict is looked at again every waitRetry, since the conflicting
+// namespace is not in the cache and its deletion is not seen.
+func (w *wait) mark(sbx *v1.Sandbox) (ctrl.Result, error) {
+	conditions.MarkFalse(sbx, v1.ReadyCondition, w.reason, "%s", w.message)
+	switch {
+	case w.terminal && w.reason == ReasonNamespaceConflict:
+		conditions.MarkStalled(sbx, w.reason, "%s", w.message)
+		conditions.Delete(sbx, v1.ReconcilingCondition)
+		return ctrl.Result{RequeueAfter: waitRetry}, nil
+	case w.terminal:
+		conditions.MarkStalled(sbx, w.reason, "%s", w.message)
+		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("%s", w.message))
+	}
+	conditions.Delete(sbx, v1.StalledCondition)
+	conditions.MarkReconciling(sbx, w.reason, "%s", w.message)
+	return ctrl.Result{RequeueAfter: waitRetry}, nil
 }
 
 // resolved is what a sandbox is built from.
@@ -346,15 +377,19 @@ func (r *Reconciler) resolve(ctx context.Context, sbx *v1.Sandbox) (resolved, *w
 	return res, nil, nil
 }
 
-// applyEnvironment applies the namespace and the objects that isolate it,
-// writing only what differs from the cache. The namespace comes first:
-// everything else lives in it. Right after a claim the cache has not seen
-// the claimed namespace yet, and the member's objects are already right, so
-// only the owner's binding is written.
-func (r *Reconciler) applyEnvironment(ctx context.Context, bp blueprint, justClaimed bool) error {
+// applyEnvironment applies the objects that isolate the sandbox's
+// namespace, which ensureNamespace (or a claim) made sure is the sandbox's,
+// writing only what differs from the cache. The namespace itself comes
+// first, unless this pass created it as it should be. Right after a claim
+// the cache has not seen the claimed namespace yet, and the member's
+// objects are already right, so only the owner's binding is written.
+func (r *Reconciler) applyEnvironment(ctx context.Context, bp blueprint, justClaimed, justCreated bool) error {
 	objs := []client.Object{bp.roleBinding()}
 	if !justClaimed {
-		objs = append([]client.Object{bp.namespaceObject()}, append(bp.isolation(r.BlockedEgress), objs...)...)
+		objs = append(bp.isolation(r.BlockedEgress), objs...)
+	}
+	if !justClaimed && !justCreated {
+		objs = append([]client.Object{bp.namespaceObject()}, objs...)
 	}
 	for _, obj := range objs {
 		if _, err := apply.IfChanged(ctx, r.Client, obj); err != nil {

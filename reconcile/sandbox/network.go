@@ -16,6 +16,14 @@ import (
 // 169.254.169.254), the private ranges clusters take pod and service IPs
 // from, and carrier-grade NAT space some clusters use. A rule that names one
 // of them, or a range inside one, allows it explicitly.
+//
+// IPv6 has the equivalents (link-local, unique-local, the deprecated
+// site-local) and ranges that carry an IPv4 address inside: a NAT64
+// gateway forwards 64:ff9b::a00:1 to 10.0.0.1, and 6to4 and Teredo
+// addresses embed one too, so a ::/0 rule would otherwise reach the private
+// IPv4 ranges through them. (IPv4-mapped addresses, ::ffff:0:0/96, never
+// leave the host as IPv6: their packets are IPv4, which the IPv4 ranges
+// above already govern.)
 var DefaultBlockedEgress = []netip.Prefix{
 	netip.MustParsePrefix("169.254.0.0/16"),
 	netip.MustParsePrefix("10.0.0.0/8"),
@@ -24,6 +32,11 @@ var DefaultBlockedEgress = []netip.Prefix{
 	netip.MustParsePrefix("100.64.0.0/10"),
 	netip.MustParsePrefix("fe80::/10"),
 	netip.MustParsePrefix("fc00::/7"),
+	netip.MustParsePrefix("fec0::/10"),      // site-local (deprecated, still routed privately)
+	netip.MustParsePrefix("64:ff9b::/96"),   // NAT64, well-known prefix (RFC 6052)
+	netip.MustParsePrefix("64:ff9b:1::/48"), // NAT64, local-use prefix (RFC 8215)
+	netip.MustParsePrefix("2002::/16"),      // 6to4
+	netip.MustParsePrefix("2001::/32"),      // Teredo
 }
 
 // egressExcept returns the rule's exceptions plus every blocked range lying

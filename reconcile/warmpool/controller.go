@@ -326,6 +326,12 @@ func plan(members []sandbox.Member, want int, strategy v1.WarmPoolUpdateStrategy
 func (r *Reconciler) createAll(ctx context.Context, objs []client.Object) error {
 	for _, obj := range objs {
 		err := r.Create(ctx, obj)
+		if _, isNamespace := obj.(*corev1.Namespace); isNamespace && apierrors.IsAlreadyExists(err) {
+			// Only a new member's build starts with its namespace, and its
+			// name is new: one that exists is someone else's (a sandbox
+			// named like a member, say), never to be built into.
+			return fmt.Errorf("namespace %s exists and is not a member of this pool; the next member gets another name", obj.GetName())
+		}
 		if err == nil || apierrors.IsAlreadyExists(err) {
 			continue
 		}

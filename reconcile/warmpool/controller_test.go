@@ -14,6 +14,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -466,5 +467,27 @@ func TestClaimBurstDefersTopUp(t *testing.T) {
 	}
 	if n := len(memberNames()); n != 12+8 {
 		t.Errorf("%d namespaces carry the pool's label, want its 12 members and the 8 claimed ones", n)
+	}
+}
+
+// TestNewMemberNeverBuildsIntoAnExistingNamespace: a new member's name is
+// new, so a namespace of that name is someone else's (a sandbox named like
+// a member, an administrator's), and nothing is created in it.
+func TestNewMemberNeverBuildsIntoAnExistingNamespace(t *testing.T) {
+	ctx := context.Background()
+	c := testcluster.Get(t).Client
+	theirs := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("sandbox-wp-taken")}}
+	if err := c.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), theirs) })
+	r := warmpool.NewWithClient(c)
+	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: theirs.Name}}
+	err := r.CreateAll(ctx, []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: theirs.Name}}, probe})
+	if err == nil || !strings.Contains(err.Error(), "namespace "+theirs.Name+" exists and is not a member of this pool") {
+		t.Errorf("building a member into an existing namespace: %v", err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(probe), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the build created %s/%s in a namespace that is not the pool's: %v", probe.Namespace, probe.Name, err)
 	}
 }

@@ -1,0 +1,164 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+)
+
+// A sandbox's namespace is its only if the reconciler created it for that
+// Sandbox, or claimed a warm member for it: the namespace's controller
+// reference carries the Sandbox's UID. Only the reconciler and cluster
+// administrators can write a namespace's owner references, and a namespace
+// is created with a plain create that fails when the name is taken, so a
+// Sandbox never adopts a namespace that exists: not an administrator's, not
+// a warm member it did not claim, not one an earlier Sandbox of the same
+// name left behind. Everything inside the namespace was created there by
+// the reconciler, since a new namespace is empty and the owner's role
+// creates nothing but exec, attach and port-forward sessions.
+
+// Reasons a sandbox cannot have its namespace.
+const (
+	// ReasonNamespaceConflict: the namespace exists and belongs to
+	// something else. Nothing in it is touched.
+	ReasonNamespaceConflict = "NamespaceConflict"
+	// ReasonNamespaceTerminating: the namespace of an earlier sandbox of
+	// the same name is still being deleted; the new one starts in a new
+	// namespace once it is gone.
+	ReasonNamespaceTerminating = "NamespaceTerminating"
+)
+
+// ownsNamespace tells whether ns is the sandbox's: controlled by this
+// Sandbox's UID. Namespaces created before the UID label existed are
+// recognised by the owner reference alone; the label is added on the next
+// pass.
+func ownsNamespace(ns *corev1.Namespace, sbx *v1.Sandbox) bool {
+	if !metav1.IsControlledBy(ns, sbx) {
+		return false
+	}
+	uid, labelled := ns.Labels[v1.LabelSandboxUID]
+	return !labelled || uid == string(sbx.UID)
+}
+
+// ensureNamespace makes sure the sandbox's namespace exists and is the
+// sandbox's own, creating it when it is missing. created says this pass
+// created it (its objects are all still to be made); a non-nil wait says
+// why the sandbox cannot use the name, and nothing in that namespace was
+// changed. Only an answer that the namespace is the sandbox's is taken from
+// the cache: it may lag behind a claim or a deletion, so anything else is
+// asked of the API server, which is rare and off the claim path.
+func (r *Reconciler) ensureNamespace(ctx context.Context, sbx *v1.Sandbox, bp blueprint) (created bool, problem *wait, err error) {
+	if c, ok := r.claims.Load(sbx.Name); ok && c.(memberClaim).sandbox == sbx.UID && c.(memberClaim).namespace.Name == bp.namespace {
+		return false, nil, nil // claimed by this process; the cache may not show it yet
+	}
+	key := types.NamespacedName{Name: bp.namespace}
+	ns := &corev1.Namespace{}
+	switch err = r.Get(ctx, key, ns); {
+	case err == nil && ownsNamespace(ns, sbx):
+		return false, nil, nil
+	case err == nil:
+		err = r.apiReader.Get(ctx, key, ns)
+	case !apierrors.IsNotFound(err):
+		return false, nil, fmt.Errorf("failed to get namespace %s: %w", bp.namespace, err)
+	}
+	if apierrors.IsNotFound(err) {
+		if err = r.Create(ctx, bp.namespaceObject()); err == nil {
+			return true, nil, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return false, nil, fmt.Errorf("failed to create namespace %s: %w", bp.namespace, err)
+		}
+		err = r.apiReader.Get(ctx, key, ns)
+	}
+	if err != nil {
+		return false, nil, fmt.Errorf("failed to get namespace %s: %w", bp.namespace, err)
+	}
+	if ownsNamespace(ns, sbx) {
+		return false, nil, nil
+	}
+	return false, r.namespaceTaken(ctx, sbx, ns), nil
+}
+
+// namespaceTaken explains a namespace of the sandbox's name that is not the
+// sandbox's. An environment an earlier Sandbox of the same name left behind
+// is deleted (that Sandbox is gone, so nobody is entitled to it); anything
+// else is a conflict the sandbox waits on, touching nothing.
+func (r *Reconciler) namespaceTaken(ctx context.Context, sbx *v1.Sandbox, ns *corev1.Namespace) *wait {
+	if ns.DeletionTimestamp == nil && leftBehind(ns, sbx) {
+		if err := r.deleteEnvironment(ctx, ns); err != nil {
+			return &wait{reason: ReasonNamespaceTerminating, message: fmt.Sprintf(
+				"namespace %s was left by an earlier sandbox named %s and could not be deleted yet: %v", ns.Name, sbx.Name, err)}
+		}
+		ns.DeletionTimestamp = &metav1.Time{}
+	}
+	if ns.DeletionTimestamp != nil {
+		return &wait{reason: ReasonNamespaceTerminating, message: fmt.Sprintf(
+			"namespace %s is still being deleted; the sandbox starts in a new namespace once it is gone", ns.Name)}
+	}
+	return &wait{reason: ReasonNamespaceConflict, terminal: true, message: fmt.Sprintf(
+		"namespace %s exists and does not belong to this sandbox; nothing in it was changed. Delete the namespace or choose another sandbox name", ns.Name)}
+}
+
+// leftBehind tells the environment of an earlier Sandbox of the same name:
+// labelled by the reconciler for that name and not controlled by this
+// Sandbox. Sandbox names are unique, so that earlier Sandbox is gone.
+func leftBehind(ns *corev1.Namespace, sbx *v1.Sandbox) bool {
+	return ns.Labels[v1.LabelManagedBy] == v1.ManagedByValue && ns.Labels[v1.LabelSandbox] == sbx.Name &&
+		!metav1.IsControlledBy(ns, sbx)
+}
+
+// deleteEnvironment deletes a sandbox namespace, and with it the owner's
+// binding, the pod and the workspace, provided it is still the namespace
+// that was looked at.
+func (r *Reconciler) deleteEnvironment(ctx context.Context, ns *corev1.Namespace) error {
+	uid := ns.UID
+	err := r.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}, client.Preconditions{UID: &uid})
+	if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("failed to delete namespace %s: %w", ns.Name, err)
+	}
+	return nil
+}
+
+// removeLeftBehind deletes the environments of a Sandbox that is gone.
+// Garbage collection does so when the Sandbox is deleted normally; a delete
+// with propagationPolicy Orphan strips the owner references instead and
+// would leave the former owner inside a live namespace, and the next
+// Sandbox of that name next to it. The label survives the orphaning.
+func (r *Reconciler) removeLeftBehind(ctx context.Context, name string) error {
+	// The cache may not have seen a Sandbox created just now; a deletion is
+	// rare enough to ask the API server.
+	if err := r.apiReader.Get(ctx, types.NamespacedName{Name: name}, &v1.Sandbox{}); !apierrors.IsNotFound(err) {
+		return client.IgnoreNotFound(err)
+	}
+	list := &corev1.NamespaceList{}
+	if err := r.List(ctx, list, client.MatchingLabels{v1.LabelSandbox: name, v1.LabelManagedBy: v1.ManagedByValue}); err != nil {
+		return fmt.Errorf("failed to list namespaces of sandbox %s: %w", name, err)
+	}
+	for i := range list.Items {
+		if ns := &list.Items[i]; ns.DeletionTimestamp == nil {
+			if err := r.deleteEnvironment(ctx, ns); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// sandboxOfNamespace maps a namespace to the sandbox it was made or claimed
+// for: its label survives an orphaning delete, which strips the owner
+// reference, so a namespace left behind still reaches the controller.
+func sandboxOfNamespace(_ context.Context, ns client.Object) []reconcile.Request {
+	name, ok := ns.GetLabels()[v1.LabelSandbox]
+	if !ok {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+}
