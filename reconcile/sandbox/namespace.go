@@ -127,11 +127,12 @@ func (r *Reconciler) deleteEnvironment(ctx context.Context, ns *corev1.Namespace
 	return nil
 }
 
-// removeLeftBehind deletes the environments of a Sandbox that is gone.
-// Garbage collection does so when the Sandbox is deleted normally; a delete
-// with propagationPolicy Orphan strips the owner references instead and
-// would leave the former owner inside a live namespace, and the next
-// Sandbox of that name next to it. The label survives the orphaning.
+// removeLeftBehind deletes the orphaned environments of a Sandbox that is
+// gone. Garbage collection deletes those that still have their owner
+// reference (a normal delete); a delete with propagationPolicy Orphan
+// strips the reference instead and would leave the former owner inside a
+// live namespace, and the next Sandbox of that name next to it. The label
+// survives the orphaning.
 func (r *Reconciler) removeLeftBehind(ctx context.Context, name string) error {
 	// The cache may not have seen a Sandbox created just now; a deletion is
 	// rare enough to ask the API server.
@@ -143,7 +144,7 @@ func (r *Reconciler) removeLeftBehind(ctx context.Context, name string) error {
 		return fmt.Errorf("failed to list namespaces of sandbox %s: %w", name, err)
 	}
 	for i := range list.Items {
-		if ns := &list.Items[i]; ns.DeletionTimestamp == nil {
+		if ns := &list.Items[i]; ns.DeletionTimestamp == nil && metav1.GetControllerOf(ns) == nil {
 			if err := r.deleteEnvironment(ctx, ns); err != nil {
 				return err
 			}
