@@ -31,6 +31,8 @@ const (
 	// the reconciler from needing exec rights itself, which creating an
 	// equivalent Role would require.
 	OwnerClusterRole = "agentsandbox-sandbox-owner"
+	// quotaName is the ResourceQuota's, which its refusals quote.
+	quotaName = "sandbox"
 	// NamespacePrefix makes sandbox namespaces recognisable and keeps a
 	// sandbox named "kube-system" from claiming that namespace.
 	NamespacePrefix = "sandbox-"
@@ -177,7 +179,7 @@ func (b blueprint) resourceQuota() *corev1.ResourceQuota {
 		hard[corev1.ResourcePersistentVolumeClaims] = resource.MustParse("0")
 	}
 	return &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Name: "sandbox", Namespace: b.namespace, Labels: managedLabels()},
+		ObjectMeta: metav1.ObjectMeta{Name: quotaName, Namespace: b.namespace, Labels: managedLabels()},
 		Spec:       corev1.ResourceQuotaSpec{Hard: hard},
 	}
 }

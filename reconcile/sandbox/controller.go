@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -143,7 +144,8 @@ const ConcurrentReconciles = 64
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=sandboxtemplates;warmpools;nodepools,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch;update;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;resourcequotas;limitranges,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;limitranges,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=agentsandbox-sandbox-owner
@@ -234,7 +236,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	pod, err := r.convergePod(ctx, bp, desired)
-	if waitingFor, ok := NamespaceSettling(err); ok {
+	waitingFor, settling := NamespaceSettling(err)
+	if errors.Is(err, errQuotaRecount) {
+		waitingFor, settling = "the namespace's ResourceQuota to be counted again: it counted pods that were never created", true
+	}
+	if settling {
 		msg := "waiting for " + waitingFor
 		conditions.MarkFalse(sbx, v1.ReadyCondition, ReasonStarting, "%s", msg)
 		conditions.MarkReconciling(sbx, ReasonStarting, "%s", msg)
@@ -423,11 +429,49 @@ func (r *Reconciler) convergePod(ctx context.Context, bp blueprint, desired v1.S
 		}
 	case desired == v1.SandboxRunning && pod == nil:
 		pod = bp.pod()
-		if err := r.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		err := r.Create(ctx, pod)
+		if overcharged(err) {
+			return r.recountQuota(ctx, bp)
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("failed to create pod %s: %w", key, err)
 		}
 	}
 	return pod, nil
+}
+
+// errQuotaRecount says the namespace's ResourceQuota was deleted, to be
+// created again and counted afresh, because it counted pods that were
+// never created.
+var errQuotaRecount = errors.New("the namespace's ResourceQuota counted pods that were never created")
+
+// overcharged tells a pod refused by the sandbox's own quota.
+func overcharged(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota: "+quotaName)
+}
+
+// recountQuota handles a sandbox pod refused by the namespace's quota
+// although no pod counts against it. Quota admission charges a create
+// before the object is stored, and a create that then fails (its client
+// killed mid-request, say) stays charged until the controller manager's
+// next full recount, five minutes later; a reconciler killed twice during
+// a sandbox's start can so leave a quota of two pods full with none. A
+// pod the cache did not show yet is returned; otherwise the quota is
+// deleted, the next pass creates it again, and the controller manager
+// counts the new one from what exists.
+func (r *Reconciler) recountQuota(ctx context.Context, bp blueprint) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: bp.namespace, Name: PodName}, pod)
+	if err == nil {
+		return pod, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("failed to get pod %s/%s: %w", bp.namespace, PodName, err)
+	}
+	if err := r.Delete(ctx, bp.resourceQuota()); client.IgnoreNotFound(err) != nil {
+		return nil, fmt.Errorf("failed to delete ResourceQuota %s/%s to have it counted again: %w", bp.namespace, quotaName, err)
+	}
+	return nil, errQuotaRecount
 }
 
 // setStatus records the observation and the Ready condition.

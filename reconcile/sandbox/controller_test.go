@@ -166,3 +166,36 @@ func setState(t *testing.T, c client.Client, sbx *v1.Sandbox, state v1.SandboxSt
 		t.Fatalf("set state %s: %v", state, err)
 	}
 }
+
+// TestStaleQuotaChargeIsRecounted: quota admission charges a pod create
+// before the pod is stored, and a create cut short (its client killed
+// mid-request) stays charged until the controller manager's full recount,
+// minutes later. A sandbox whose quota so counts two pods that do not
+// exist still starts: the controller has the quota counted again.
+func TestStaleQuotaChargeIsRecounted(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	ctx := context.Background()
+	sbx := newSandbox(t, c, newTemplate(t, c, nil), func(s *v1.Sandbox) { s.Spec.State = v1.SandboxStopped })
+	stopped := waitCondition(t, c, sbx, metav1.ConditionFalse, sandbox.ReasonStopped)
+	key := types.NamespacedName{Namespace: stopped.Status.Namespace, Name: "sandbox"}
+	// Two phantom pods, as two cut-short creates leave them.
+	testcluster.Eventually(t, "quota charged with two pods that do not exist", func() (bool, string) {
+		quota := &corev1.ResourceQuota{}
+		if err := c.Get(ctx, key, quota); err != nil {
+			return false, err.Error()
+		}
+		if quota.Status.Used == nil {
+			return false, "quota not counted yet"
+		}
+		for name, hard := range quota.Status.Hard {
+			quota.Status.Used[name] = hard
+		}
+		err := c.Status().Update(ctx, quota)
+		return err == nil, errString(err)
+	})
+
+	setState(t, c, sbx, v1.SandboxRunning)
+	waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
+	assertIsolated(t, c, sbx)
+}
