@@ -44,6 +44,9 @@ type lifecycle struct {
 	leftovers func(t *testing.T, name string) []string
 }
 
+// run takes the object through its lifecycle, in parallel with the other
+// lifecycles: each names its objects apart (testcluster.Name), and most of
+// a step is waiting on the reconciler and the namespace controller.
 func (l lifecycle) run(t *testing.T) {
 	addr := "agentsandbox_" + l.typeName + ".test"
 	cfg := func(v int) string { return providerConfig(t) + l.config(v) }
@@ -54,7 +57,7 @@ func (l lifecycle) run(t *testing.T) {
 		// Waiting for ready means the reconciler has written a status.
 		created = append(created, statecheck.ExpectKnownValue(addr, tfjsonpath.New("status"), knownvalue.NotNull()))
 	}
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy: func(*terraform.State) error {
 			for v := 0; v <= 2; v++ {
@@ -321,7 +324,7 @@ resource "agentsandbox_git_sync" "test" {
 func TestAccConflictWithAnotherDeclaration(t *testing.T) {
 	name := testcluster.Name("tpl")
 	config := providerConfig(t) + templateHCL("test", name, "ghcr.io/acme/python:3.12")
-	resource.Test(t, resource.TestCase{
+	resource.ParallelTest(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy:             func(*terraform.State) error { return lifecycle{typeName: "template"}.gone(t, name) },
 		Steps: []resource.TestStep{
