@@ -151,8 +151,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.lastClaim.Delete(req.Name)
+			return ctrl.Result{}, r.removeOrphanedMembers(ctx, req.Name)
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, err
 	}
 	if !pool.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // members go by garbage collection
@@ -267,6 +268,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{RequeueAfter: expectationTTL}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// removeOrphanedMembers deletes the unclaimed members of a pool that is
+// gone. Garbage collection deletes them when the pool is deleted normally;
+// a delete with propagationPolicy Orphan strips their owner references
+// instead, and they would run on, unclaimable, for good. Members the pool
+// still controls are left to garbage collection.
+func (r *Reconciler) removeOrphanedMembers(ctx context.Context, pool string) error {
+	members := &corev1.NamespaceList{}
+	if err := r.List(ctx, members, client.MatchingLabels{v1.LabelWarmPool: pool, v1.LabelMember: v1.MemberAvailable}); err != nil {
+		return fmt.Errorf("failed to list members of WarmPool %s: %w", pool, err)
+	}
+	for i := range members.Items {
+		ns := &members.Items[i]
+		if ns.DeletionTimestamp != nil || metav1.GetControllerOf(ns) != nil {
+			continue
+		}
+		err := r.Delete(ctx, ns, client.Preconditions{UID: &ns.UID, ResourceVersion: &ns.ResourceVersion})
+		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("failed to delete orphaned member %s: %w", ns.Name, err)
+		}
+	}
+	return nil
 }
 
 // template returns the pool's template and node pool, or why the pool cannot

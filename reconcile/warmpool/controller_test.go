@@ -257,6 +257,7 @@ func TestUnschedulableMembersAreHeld(t *testing.T) {
 		Spec: v1.NodePoolSpec{
 			RuntimeHandler: "runsc",
 			NodeSelector:   map[string]string{"agentsandbox.dev/node-group": testcluster.Name("no-such-group")},
+			Taints:         []v1.NodePoolTaint{{Key: "agentsandbox.dev/runtime", Value: "gvisor", Effect: "NoSchedule"}},
 		},
 	}
 	create(t, c, nodePool)
@@ -313,7 +314,8 @@ func TestUnschedulableMembersAreHeld(t *testing.T) {
 
 	// A node the node pool selects joins: the members held start, and the
 	// pool says it recovered.
-	testcluster.Get(t).Node(t, nodePool.Spec.NodeSelector)
+	testcluster.Get(t).Node(t, nodePool.Spec.NodeSelector,
+		corev1.Taint{Key: "agentsandbox.dev/runtime", Value: "gvisor", Effect: corev1.TaintEffectNoSchedule})
 	poolStatus(t, c, pool, 2, 2)
 	waitEvent(t, c, pool, corev1.EventTypeNormal, "", "recovered from "+warmpool.ReasonUnschedulable)
 	if now := names(); !slices.Equal(now, first) {
@@ -467,6 +469,31 @@ func TestClaimBurstDefersTopUp(t *testing.T) {
 	}
 	if n := len(memberNames()); n != 12+8 {
 		t.Errorf("%d namespaces carry the pool's label, want its 12 members and the 8 claimed ones", n)
+	}
+}
+
+// TestOrphanedMembersAreRemoved: a pool deleted with propagationPolicy
+// Orphan leaves no members running: the controller deletes them once the
+// pool is gone.
+func TestOrphanedMembersAreRemoved(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	ctx := context.Background()
+	_, pool := newPool(t, c, "python:3.12", 2, v1.OnReplenishUpdateStrategy)
+	poolStatus(t, c, pool, 2, 2)
+	members := &corev1.NamespaceList{}
+	if err := c.List(ctx, members, client.MatchingLabels{v1.LabelWarmPool: pool.Name}); err != nil || len(members.Items) != 2 {
+		t.Fatalf("members of %s: %d (%v)", pool.Name, len(members.Items), err)
+	}
+	if err := c.Delete(ctx, pool, client.PropagationPolicy(metav1.DeletePropagationOrphan)); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members.Items {
+		testcluster.Eventually(t, "orphaned member "+m.Name+" deleted", func() (bool, string) {
+			ns := &corev1.Namespace{}
+			err := c.Get(ctx, client.ObjectKeyFromObject(&m), ns)
+			return apierrors.IsNotFound(err) || err == nil && ns.DeletionTimestamp != nil, "still live"
+		})
 	}
 }
 
