@@ -182,7 +182,8 @@ resource "agentsandbox_template" %q {
 
 func TestAccNodePool(t *testing.T) {
 	group := testcluster.Name("acc-group")
-	testcluster.Get(t).Node(t, map[string]string{"agentsandbox.dev/node-group": group})
+	testcluster.Get(t).Node(t, map[string]string{"agentsandbox.dev/node-group": group},
+		corev1.Taint{Key: "agentsandbox.dev/runtime", Value: "gvisor", Effect: corev1.TaintEffectNoSchedule})
 	name := testcluster.Name("np")
 	handlers := []string{"runsc", "runsc", "kata-qemu"}
 	cpu := []string{"100m", "250m", "250m"}

@@ -322,7 +322,11 @@ func (c *Cluster) KubectlCached(t testing.TB, cacheDir string, args ...string) s
 // Node creates a node of the test's own, with labels and taints, that kwok
 // reports Ready on the local cluster (another cluster leaves it NotReady),
 // and deletes it when the test ends. Tests that need scheduling or node
-// labels use their own nodes so they never disturb each other.
+// labels use their own nodes so they never disturb each other. Give it the
+// taints its node pool will put on it: an untainted node takes other
+// tests' pods until the pool's controller taints it, and a pod left on a
+// node deleted at the end of the test holds its namespace's deletion until
+// the pod garbage collector removes it, a minute or more later.
 func (c *Cluster) Node(t testing.TB, labels map[string]string, taints ...corev1.Taint) *corev1.Node {
 	t.Helper()
 	name := Name("node")

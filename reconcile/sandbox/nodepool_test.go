@@ -23,7 +23,8 @@ func TestSandboxRunsOnItsNodePool(t *testing.T) {
 	c := cluster.Client
 	ctx := context.Background()
 	group := testcluster.Name("gvisor")
-	node := cluster.Node(t, map[string]string{"agentsandbox.dev/node-group": group})
+	node := cluster.Node(t, map[string]string{"agentsandbox.dev/node-group": group},
+		corev1.Taint{Key: "agentsandbox.dev/runtime", Value: "gvisor", Effect: corev1.TaintEffectNoSchedule})
 	pool := &v1.NodePool{
 		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("pool")},
 		Spec: v1.NodePoolSpec{
