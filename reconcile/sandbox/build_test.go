@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"maps"
 	"net/netip"
 	"strings"
 	"testing"
@@ -142,10 +143,8 @@ func TestNamespaceIdentity(t *testing.T) {
 	}
 	ours := map[string]string{v1.LabelManagedBy: v1.ManagedByValue, v1.LabelSandbox: "x"}
 	withUID := func(uid string) map[string]string {
-		l := map[string]string{v1.LabelSandboxUID: uid}
-		for k, v := range ours {
-			l[k] = v
-		}
+		l := maps.Clone(ours)
+		l[v1.LabelSandboxUID] = uid
 		return l
 	}
 	ref := func(kind string, obj metav1.Object) *metav1.OwnerReference { r := controllerRef(kind, obj); return &r }

@@ -302,17 +302,19 @@ type writtenStatus struct {
 type wait struct {
 	reason, message string
 	terminal        bool
+	// unwatched marks a terminal wait on something the controller does not
+	// watch (a namespace that is not the reconciler's is not in the cache,
+	// so its deletion is not seen): it is looked at again every waitRetry.
+	unwatched bool
 }
 
 // mark records the wait in the conditions and says when to look again. A
-// terminal wait is Stalled: only a change elsewhere helps. A spec change
-// or a referenced object's change brings the sandbox back; a namespace
-// conflict is looked at again every waitRetry, since the conflicting
-// namespace is not in the cache and its deletion is not seen.
+// terminal wait is Stalled: only a change elsewhere helps, and a spec
+// change or a referenced object's change brings the sandbox back.
 func (w *wait) mark(sbx *v1.Sandbox) (ctrl.Result, error) {
 	conditions.MarkFalse(sbx, v1.ReadyCondition, w.reason, "%s", w.message)
 	switch {
-	case w.terminal && w.reason == ReasonNamespaceConflict:
+	case w.terminal && w.unwatched:
 		conditions.MarkStalled(sbx, w.reason, "%s", w.message)
 		conditions.Delete(sbx, v1.ReconcilingCondition)
 		return ctrl.Result{RequeueAfter: waitRetry}, nil

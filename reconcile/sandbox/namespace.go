@@ -103,7 +103,7 @@ func (r *Reconciler) namespaceTaken(ctx context.Context, sbx *v1.Sandbox, ns *co
 		return &wait{reason: ReasonNamespaceTerminating, message: fmt.Sprintf(
 			"namespace %s is still being deleted; the sandbox starts in a new namespace once it is gone", ns.Name)}
 	}
-	return &wait{reason: ReasonNamespaceConflict, terminal: true, message: fmt.Sprintf(
+	return &wait{reason: ReasonNamespaceConflict, terminal: true, unwatched: true, message: fmt.Sprintf(
 		"namespace %s exists and does not belong to this sandbox; nothing in it was changed. Delete the namespace or choose another sandbox name", ns.Name)}
 }
 
