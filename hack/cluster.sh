@@ -118,7 +118,8 @@ streams_dir="${cache}/kwok-streams"
 config="${cache}/kwok.yaml"
 
 rendered_config() {
-	sed "s|@STREAMS_DIR@|${streams_dir}|g" "${root}/hack/cluster/kwok.yaml"
+	sed -e "s|@STREAMS_DIR@|${streams_dir}|g" -e "s|@PKI_DIR@|${KWOK_WORKDIR}/clusters/${name}/pki|g" \
+		"${root}/hack/cluster/kwok.yaml"
 }
 
 current() {
@@ -174,6 +175,11 @@ up() {
 }
 
 down() {
+	# A real node joined to the cluster (hack/node.sh) goes first: its
+	# kubelet would outlive the API server it reports to.
+	if [[ -d "${cache}/node/pids" ]]; then
+		"${root}/hack/node.sh" down
+	fi
 	lock
 	if [[ -x "$(bin kwok kwokctl)" ]]; then
 		"$(bin kwok kwokctl)" delete cluster --name "${name}" >&2 || true

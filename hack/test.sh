@@ -2,8 +2,9 @@
 # `make test`: every check and every test, against the local cluster.
 #
 # Builds the pinned tools (cached), checks that generated files are current,
-# gofmt and go vet, then runs `go test ./...` against the local kwok cluster,
-# then fuzzes the GitSync declaration decoder for FUZZTIME (default 30s).
+# gofmt and go vet, then runs `go test ./...` against the local kwok cluster
+# with a real node joined to it (hack/node.sh) when this machine can run
+# one, then fuzzes the GitSync declaration decoder for FUZZTIME (default 30s).
 # A cluster this script starts is stopped when it exits, pass or fail; one
 # that was already running (make cluster-up, make demo) is recreated empty
 # first and left running.
@@ -38,6 +39,20 @@ fi
 hack/cluster.sh up
 KUBECONFIG="$(hack/cluster.sh kubeconfig)"
 export KUBECONFIG
+
+# The real node runs sandboxes for real (realnode/); it is taken down when
+# the tests end, pass or fail. Where the machine cannot run it the realnode
+# tests skip, saying why, except in CI, which must prove isolation.
+if hack/node.sh check; then
+	trap 'hack/node.sh down; if ${started}; then hack/cluster.sh down; fi' EXIT
+	hack/node.sh up
+	export AGENTSANDBOX_REAL_NODE=true
+elif [[ "${CI:-}" == true ]]; then
+	log "CI needs the real node, and this machine cannot run it (above)"
+	exit 1
+else
+	log "the real-node tests (realnode/) will skip: this machine cannot run the node (above)"
+fi
 
 log "go test ./... (cluster started by this run: ${started})"
 # One package at a time (-p 1): controller test packages each run the

@@ -78,7 +78,7 @@ func TestAccExamples(t *testing.T) {
 				ConfigStateChecks: []statecheck.StateCheck{
 					statecheck.ExpectKnownOutputValue("python_ready", knownvalue.StringExact("3/3")),
 					statecheck.ExpectKnownOutputValue("alice_sandboxes", knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact("alice-scratch")})),
-					statecheck.ExpectKnownOutputValue("python_image", knownvalue.StringExact("docker.io/library/python:3.12-slim")),
+					statecheck.ExpectKnownOutputValue("python_image", knownvalue.StringExact("localhost/agentsandbox/python:3.11")),
 					statecheck.ExpectKnownValue("data.agentsandbox_sandbox.alice_scratch", tfjsonpath.New("status").AtMapKey("phase"), knownvalue.StringExact("Running")),
 				},
 			},

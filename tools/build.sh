@@ -28,14 +28,30 @@ tool_version() {
 	tofu) echo "${OPENTOFU_VERSION}" ;;
 	controller-gen) echo "${CONTROLLER_GEN_VERSION}" ;;
 	tfplugindocs) echo "${TFPLUGINDOCS_VERSION}" ;;
+	containerd) echo "${CONTAINERD_VERSION}" ;;
+	gvisor) echo "${GVISOR_VERSION}" ;;
+	kube-router) echo "${KUBE_ROUTER_VERSION}" ;;
 	*)
-		echo "unknown tool $1 (want kube, etcd, kwok, tofu, controller-gen, tfplugindocs)" >&2
+		echo "unknown tool $1 (want kube, etcd, kwok, tofu, controller-gen, tfplugindocs, containerd, gvisor, kube-router)" >&2
 		return 1
 		;;
 	esac
 }
 
 tool_dir() { echo "${cache}/$1-$(tool_version "$1")"; }
+
+# tool_binaries lists what a tool's directory must hold. A directory built
+# before a binary joined the list is rebuilt, so adding one (kubelet joined
+# kube for the real node) needs no version bump.
+tool_binaries() {
+	case "$1" in
+	kube) echo kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet ;;
+	kwok) echo kwok kwokctl ;;
+	containerd) echo containerd containerd-shim-runc-v2 ctr ;;
+	gvisor) echo runsc containerd-shim-runsc-v1 ;;
+	*) echo "$1" ;;
+	esac
+}
 
 # module_copy downloads MODULE@VERSION through the module proxy and prints a
 # writable copy of its source tree (the module cache is read-only).
@@ -62,7 +78,7 @@ build_kube() {
 	ldflags+=" -X ${pkg}.gitMinor=$(echo "${KUBE_VERSION}" | cut -d. -f2) -X ${pkg}.gitTreeState=clean"
 	ldflags+=" -X ${pkg}.buildDate=1970-01-01T00:00:00Z -X ${pkg}.gitCommit=0000000000000000000000000000000000000000"
 	(cd "${src}" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${out}/" \
-		./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubectl)
+		./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubectl ./cmd/kubelet)
 	rm -rf "${src}"
 }
 
@@ -95,10 +111,55 @@ build_tfplugindocs() {
 	GOBIN="$1" go install "github.com/hashicorp/terraform-plugin-docs/cmd/tfplugindocs@${TFPLUGINDOCS_VERSION}"
 }
 
+build_containerd() {
+	local src
+	src="$(module_copy github.com/containerd/containerd/v2 "${CONTAINERD_VERSION}")"
+	(cd "${src}" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -tags "no_btrfs no_devmapper no_zfs" \
+		-ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=${CONTAINERD_VERSION}" -o "$1/" \
+		./cmd/containerd ./cmd/containerd-shim-runc-v2 ./cmd/ctr)
+	rm -rf "${src}"
+}
+
+# build_gvisor builds runsc and gVisor's containerd shim. The shim raises its
+# own OOM protection to -999, which needs CAP_SYS_RESOURCE; where root lacks
+# it (these VMs do) the shim cannot start, so it is built to keep the score
+# it inherits. That only changes which process the kernel's OOM killer picks
+# first on a full node, nothing about the sandbox's isolation.
+build_gvisor() {
+	local src manager=pkg/shim/v1/manager.go
+	src="$(module_copy gvisor.dev/gvisor "${GVISOR_VERSION}")"
+	sed -i 's/^\toomScoreMax = -999$/\toomScoreMax = 0/' "${src}/${manager}"
+	grep -q '^	oomScoreMax = 0$' "${src}/${manager}" || {
+		echo "gVisor ${GVISOR_VERSION}: ${manager} no longer sets oomScoreMax = -999; review the shim patch" >&2
+		return 1
+	}
+	(cd "${src}" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$1/" ./runsc)
+	(cd "${src}" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" \
+		-o "$1/containerd-shim-runsc-v1" ./shim)
+	rm -rf "${src}"
+}
+
+build_kube-router() {
+	local src
+	src="$(module_copy github.com/cloudnativelabs/kube-router/v2 "${KUBE_ROUTER_VERSION}")"
+	(cd "${src}" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" \
+		-o "$1/kube-router" ./cmd/kube-router)
+	rm -rf "${src}"
+}
+
+# complete tells whether a tool's directory holds everything it should.
+complete() {
+	local dir="$1" bin
+	[[ -f "${dir}/.complete" ]] || return 1
+	for bin in $(tool_binaries "$2"); do
+		[[ -x "${dir}/${bin}" ]] || return 1
+	done
+}
+
 ensure() {
 	local tool="$1" dir tmp start
 	dir="$(tool_dir "${tool}")"
-	[[ -f "${dir}/.complete" ]] && return 0
+	complete "${dir}" "${tool}" && return 0
 	mkdir -p "${cache}"
 	tmp="$(mktemp -d "${cache}/.build-${tool}-XXXXXX")"
 	start=${SECONDS}
@@ -116,5 +177,5 @@ if [[ "${1:-}" == "--print-bin" ]]; then
 fi
 
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok controller-gen kube tofu tfplugindocs)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok controller-gen kube tofu tfplugindocs containerd gvisor kube-router)
 for t in "${tools[@]}"; do ensure "$t"; done

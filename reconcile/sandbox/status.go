@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"fmt"
+
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
@@ -18,6 +20,10 @@ const (
 	ReasonWarmPoolNotFound = "WarmPoolNotFound"
 	ReasonEnvRejected      = "EnvVarsInjectionRejected"
 	ReasonPodFailed        = "PodFailed"
+	// ReasonContainerFailing: the pod is scheduled but its container cannot
+	// run: it crashes, was killed for exceeding its memory limit, or its
+	// image or configuration is refused. The kubelet keeps retrying.
+	ReasonContainerFailing = "ContainerFailing"
 	ReasonWaitingForMember = "WaitingForMember"
 )
 
@@ -58,10 +64,74 @@ func phaseOf(o observed) (phase v1.SandboxPhase, ready bool, reason, message str
 	case o.pod.Status.Phase == corev1.PodFailed:
 		return v1.SandboxPhaseFailed, false, ReasonPodFailed, "pod failed: " + o.pod.Status.Message
 	case PodReady(o.pod):
-		return v1.SandboxPhaseRunning, true, ReasonReady, "pod " + o.pod.Name + " is running and ready at " + o.pod.Status.PodIP
+		message := "pod " + o.pod.Name + " is running and ready at " + o.pod.Status.PodIP
+		if restarts := restartReport(o.pod); restarts != "" {
+			message += "; " + restarts
+		}
+		return v1.SandboxPhaseRunning, true, ReasonReady, message
 	default:
+		if failing := containerFailing(o.pod); failing != "" {
+			return v1.SandboxPhaseStarting, false, ReasonContainerFailing, failing
+		}
 		return v1.SandboxPhaseStarting, false, ReasonStarting, startingMessage(o.pod)
 	}
+}
+
+// sandboxContainer is the status of the sandbox's container, nil before the
+// kubelet reports one.
+func sandboxContainer(pod *corev1.Pod) *corev1.ContainerStatus {
+	for i := range pod.Status.ContainerStatuses {
+		if pod.Status.ContainerStatuses[i].Name == ContainerName {
+			return &pod.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+// containerFailing says why the container does not run, in the kubelet's
+// words, or "" while it is merely being created: a crash loop, an OOM kill,
+// an image the node cannot get, a security context the runtime refuses.
+func containerFailing(pod *corev1.Pod) string {
+	c := sandboxContainer(pod)
+	if c == nil {
+		return ""
+	}
+	var why string
+	if w := c.State.Waiting; w != nil && w.Reason != "" && w.Reason != "ContainerCreating" && w.Reason != "PodInitializing" {
+		why = "container " + w.Reason
+		if w.Message != "" {
+			why += ": " + w.Message
+		}
+	}
+	if t := c.LastTerminationState.Terminated; t != nil {
+		if why == "" {
+			why = "container restarting"
+		}
+		why += "; " + lastExit(t)
+	}
+	return why
+}
+
+// restartReport tells of a running container's earlier deaths, such as an
+// OOM kill the kubelet restarted it after, or "" when it never restarted.
+func restartReport(pod *corev1.Pod) string {
+	c := sandboxContainer(pod)
+	if c == nil || c.RestartCount == 0 || c.LastTerminationState.Terminated == nil {
+		return ""
+	}
+	return fmt.Sprintf("the container restarted %d times; %s", c.RestartCount, lastExit(c.LastTerminationState.Terminated))
+}
+
+func lastExit(t *corev1.ContainerStateTerminated) string {
+	reason := t.Reason
+	if reason == "" {
+		reason = "exited"
+	}
+	out := fmt.Sprintf("last exit: %s (exit code %d)", reason, t.ExitCode)
+	if reason == "OOMKilled" {
+		out += ", killed for exceeding the template's memory limit"
+	}
+	return out
 }
 
 // startingMessage says what the pod waits for, e.g. scheduling.

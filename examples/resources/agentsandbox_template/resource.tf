@@ -1,10 +1,12 @@
 # The blueprint of a Python sandbox: a persistent workspace, egress to the
 # public internet on 443 only, no cluster-internal or metadata addresses.
+# The image is the Debian python3 image hack/node.sh builds for the local
+# real node (no registry needed); on your cluster, name your registry's.
 # Same declaration as examples/gitops/template.yaml.
 resource "agentsandbox_template" "python" {
   name = "python"
   spec = {
-    image   = "docker.io/library/python:3.12-slim"
+    image   = "localhost/agentsandbox/python:3.11"
     command = ["sleep", "infinity"]
     env     = [{ name = "PIP_DISABLE_PIP_VERSION_CHECK", value = "1" }]
     ports   = [{ name = "jupyter", container_port = 8888 }]

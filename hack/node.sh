@@ -1,0 +1,548 @@
+#!/usr/bin/env bash
+# A real node in the local cluster: kubelet, containerd v2 with runc and
+# gVisor (runsc), Debian's CNI plugins on a bridge of its own, and
+# NetworkPolicy enforced by kube-router. It joins the kwok cluster of
+# hack/cluster.sh beside the fake nodes, so that sandboxes made by the
+# project's controllers really run and their isolation can be tested.
+#
+#   hack/node.sh check          exit 0 when this machine can run the node,
+#                               else print what is missing
+#   hack/node.sh up [--demo]    start (or reuse) the node; idempotent, and
+#                               recovers from a crashed run
+#   hack/node.sh down           stop it and leave the machine as it was
+#   hack/node.sh status         exit 0 when the node is Ready
+#
+# Roles. By default the node is for tests: labelled
+# agentsandbox.dev/node-group=real and tainted agentsandbox.dev/real-node so
+# that only node pools naming it land there, with local volumes in the
+# StorageClass agentsandbox-node-local. With --demo it takes the place of
+# the kwok "gvisor" group the examples' node pool selects (the kwok gvisor
+# nodes are removed) and its volumes serve the default StorageClass.
+#
+# Networking. Pods get addresses in 10.244.0.0/24 on the bridge asbr0
+# (10.244.0.1, the node's address) and a default route to it, so that what
+# stops them is NetworkPolicy, not a missing route; nothing a pod sends may
+# leave through the machine's own uplink (a FORWARD rule drops it), and
+# nothing is masqueraded. Traffic only ever goes to addresses on this machine.
+#
+# Everything lives under $AGENTSANDBOX_CACHE/node; the pinned binaries come
+# from tools/build.sh and the images from Debian packages (see build_images).
+# Runs as root. What it changes on the machine (sysctls, a bridge, iptables
+# rules, ipsets, mounts, cgroups) is recorded first and undone by down.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="${AGENTSANDBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agentsandbox}"
+dir="${cache}/node"
+node=agentsandbox-node
+bridge=asbr0
+node_ip=10.244.0.1
+pod_cidr=10.244.0.0/24
+# The images examples and tests name; built here, never pulled.
+python_image=localhost/agentsandbox/python:3.11
+pause_image=localhost/agentsandbox/pause:1
+debian_suite=bookworm
+debian_mirror="${AGENTSANDBOX_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+packages=(runc containernetworking-plugins iptables ipset nftables mmdebstrap iproute2 openssl)
+
+log() { printf '==> %s\n' "$*" >&2; }
+bindir() { "${root}/tools/build.sh" --print-bin "$1"; }
+bin() { echo "$(bindir "$1")/$2"; }
+kubectl() { "$(bin kube kubectl)" --kubeconfig "$("${root}/hack/cluster.sh" kubeconfig)" "$@"; }
+ctr() { "$(bin containerd ctr)" --address "${dir}/run/containerd.sock" --namespace k8s.io "$@"; }
+
+# missing prints, one per line, what keeps this machine from running the
+# node. Packages are not listed: up installs them.
+missing() {
+	[[ "$(uname -s)" == Linux ]] || { echo "Linux (this is $(uname -s))"; return; }
+	[[ ${EUID} -eq 0 ]] || echo "root (kubelet, containerd and the network setup need it)"
+	command -v apt-get >/dev/null || echo "apt-get (to install: ${packages[*]})"
+	[[ -d /sys/fs/cgroup/memory || -f /sys/fs/cgroup/cgroup.controllers ]] || echo "a cgroup file system at /sys/fs/cgroup"
+	[[ ${EUID} -eq 0 ]] || return 0
+	if ip link add asbr-check type bridge 2>/dev/null; then
+		ip link del asbr-check
+	else
+		echo "bridge devices (CONFIG_BRIDGE)"
+	fi
+	if ! command -v ipset >/dev/null; then
+		: # installed by up; its kernel support is checked once it is
+	elif ipset create asbr-check hash:ip 2>/dev/null; then
+		ipset destroy asbr-check
+	else
+		echo "ipset hash:ip (CONFIG_IP_SET_HASH_IP), which kube-router needs"
+	fi
+	[[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]] || echo "bridge netfilter (CONFIG_BRIDGE_NETFILTER)"
+}
+
+check() {
+	local gaps
+	gaps="$(missing)"
+	[[ -z "${gaps}" ]] && return 0
+	echo "this machine cannot run the real node; it lacks:" >&2
+	sed 's/^/  - /' <<<"${gaps}" >&2
+	return 1
+}
+
+install_packages() {
+	local p need=()
+	for p in "${packages[@]}"; do
+		dpkg -s "${p}" >/dev/null 2>&1 || need+=("${p}")
+	done
+	[[ ${#need[@]} -eq 0 ]] && return 0
+	log "apt-get install ${need[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+}
+
+# build_images makes the node's images from Debian packages, once per
+# recipe: a minbase root file system with python3 (mmdebstrap, through the
+# machine's Debian mirror), and the pause container of hack/pause. Both are
+# packed by hack/ociimage into archives containerd imports.
+images_dir="${cache}/images-${debian_suite}-python3-1"
+build_images() {
+	[[ -f "${images_dir}/.complete" ]] && return 0
+	local tmp start=${SECONDS}
+	log "building the images ${python_image} and ${pause_image} from Debian ${debian_suite} (first run only)"
+	mkdir -p "${cache}"
+	tmp="$(mktemp -d "${cache}/.images-XXXXXX")"
+	(cd "${root}" && CGO_ENABLED=0 go build -o "${tmp}/ociimage" ./hack/ociimage &&
+		CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${tmp}/pause-root/pause" ./hack/pause)
+	mmdebstrap --quiet --mode=root --variant=minbase --include=python3 \
+		--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+		--dpkgopt='path-exclude=/usr/share/locale/*' \
+		"${debian_suite}" "${tmp}/python-rootfs.tar" "${debian_mirror}"
+	"${tmp}/ociimage" -rootfs "${tmp}/python-rootfs.tar" -tag "${python_image}" -out "${tmp}/python.tar"
+	tar -C "${tmp}/pause-root" -cf "${tmp}/pause-rootfs.tar" pause
+	"${tmp}/ociimage" -rootfs "${tmp}/pause-rootfs.tar" -tag "${pause_image}" -entrypoint /pause -out "${tmp}/pause.tar"
+	rm -rf "${tmp}/pause-root" "${tmp}"/*-rootfs.tar "${tmp}/ociimage"
+	touch "${tmp}/.complete"
+	rm -rf "${images_dir}"
+	mv "${tmp}" "${images_dir}"
+	log "built the images in $((SECONDS - start))s"
+}
+
+# save_host records what up changes on the machine, once: a crashed run's
+# record is kept, so down restores the state from before the first up.
+saved_sysctls=(net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables vm.overcommit_memory kernel.panic kernel.panic_on_oops)
+save_host() {
+	mkdir -p "${dir}"
+	[[ -f "${dir}/host.sysctl" ]] && return 0
+	local k
+	for k in "${saved_sysctls[@]}"; do echo "${k}=$(sysctl -n "${k}")"; done >"${dir}/host.sysctl.tmp"
+	ipset list -n 2>/dev/null | sort >"${dir}/host.ipsets"
+	# Tables first: listing iptables chains creates the tables it lists.
+	nft list tables >"${dir}/host.nft"
+	chains >"${dir}/host.chains"
+	ls /var/run/netns 2>/dev/null | sort >"${dir}/host.netns" || true
+	mv "${dir}/host.sysctl.tmp" "${dir}/host.sysctl"
+}
+
+# chains lists the iptables chains of the machine, as "command table chain".
+chains() {
+	local cmd table
+	for cmd in iptables ip6tables; do
+		for table in filter nat mangle raw; do
+			"${cmd}" -t "${table}" -S 2>/dev/null | awk -v p="${cmd} ${table}" '/^-N / {print p, $2}'
+		done
+	done
+}
+
+# remove_chains removes the chains the kubelet, kube-router and the CNI
+# plugins made (KUBE-*, CNI-*) that were not there before up, and the
+# rules that jump to them.
+remove_chains() {
+	local ours cmd table chain rule
+	ours="$(chains | grep -E ' (KUBE-|CNI-)[^ ]*$' | grep -vxF -f "${dir}/host.chains" || true)"
+	[[ -n "${ours}" ]] || return 0
+	while read -r cmd table chain; do
+		"${cmd}" -t "${table}" -S | { grep -E -- "-j ${chain}( |\$)" || true; } | sed 's/^-A /-D /' |
+			while read -r rule; do eval "${cmd} -t ${table} ${rule}" || true; done
+		"${cmd}" -t "${table}" -F "${chain}" || true
+	done <<<"${ours}"
+	while read -r cmd table chain; do
+		"${cmd}" -t "${table}" -X "${chain}" || true
+	done <<<"${ours}"
+}
+
+# uplink is the interface of the machine's default route: pods must never
+# send through it.
+uplink() { ip -o route show default | awk '{for (i = 1; i < NF; i++) if ($i == "dev") {print $(i + 1); exit}}'; }
+
+guard_rule() { echo "FORWARD -s ${pod_cidr} -o $1 -m comment --comment agentsandbox-node-no-uplink -j DROP"; }
+
+network_up() {
+	if ! ip link show "${bridge}" >/dev/null 2>&1; then
+		ip link add "${bridge}" type bridge
+		ip addr add "${node_ip}/24" dev "${bridge}"
+	fi
+	ip link set "${bridge}" up
+	local out
+	out="$(uplink)"
+	if [[ -n "${out}" ]]; then
+		echo "${out}" >"${dir}/uplink"
+		# shellcheck disable=SC2046 # the rule is a list of words
+		iptables -C $(guard_rule "${out}") 2>/dev/null || iptables -I $(guard_rule "${out}")
+	fi
+	sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
+	mkdir -p "${dir}/cni"
+	cat >"${dir}/cni/10-agentsandbox.conflist" <<JSON
+{
+  "cniVersion": "1.0.0",
+  "name": "agentsandbox-node",
+  "plugins": [
+    {
+      "type": "bridge", "bridge": "${bridge}", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+      "ipam": {
+        "type": "host-local", "dataDir": "${dir}/cni/ipam",
+        "ranges": [[{"subnet": "${pod_cidr}", "gateway": "${node_ip}"}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
+      }
+    },
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+JSON
+}
+
+running() { [[ -f "${dir}/pids/$1" ]] && kill -0 "$(cat "${dir}/pids/$1")" 2>/dev/null; }
+
+start() {
+	local name="$1"
+	shift
+	running "${name}" && return 0
+	mkdir -p "${dir}/pids" "${dir}/logs"
+	nohup "$@" >>"${dir}/logs/${name}.log" 2>&1 &
+	echo $! >"${dir}/pids/${name}"
+}
+
+# containerd_up starts containerd with two runtimes: runc (Debian's, built
+# with libseccomp, so RuntimeDefault seccomp is enforced) and runsc.
+# restrict_oom_score_adj: root here may lack CAP_SYS_RESOURCE, and then
+# nothing can be given a negative OOM score (see tools/build.sh, gvisor).
+containerd_up() {
+	mkdir -p "${dir}/run" "${dir}/containerd"
+	cat >"${dir}/runsc.toml" <<TOML
+binary_name = "$(bin gvisor runsc)"
+root = "${dir}/runsc"
+TOML
+	cat >"${dir}/containerd.toml" <<TOML
+version = 3
+root = "${dir}/containerd/root"
+state = "${dir}/containerd/state"
+[grpc]
+  address = "${dir}/run/containerd.sock"
+[ttrpc]
+  address = "${dir}/run/containerd.sock.ttrpc"
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "${pause_image}"
+[plugins.'io.containerd.cri.v1.runtime']
+  restrict_oom_score_adj = true
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = "runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        BinaryName = "/usr/sbin/runc"
+        SystemdCgroup = false
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runsc]
+      runtime_type = "io.containerd.runsc.v1"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runsc.options]
+        TypeUrl = "io.containerd.runsc.v1.options"
+        ConfigPath = "${dir}/runsc.toml"
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["/usr/lib/cni"]
+    conf_dir = "${dir}/cni"
+TOML
+	# The shims are found on PATH.
+	PATH="$(bindir containerd):$(bindir gvisor):${PATH}" \
+		start containerd "$(bin containerd containerd)" --config "${dir}/containerd.toml"
+	local i
+	for i in $(seq 1 100); do
+		[[ -S "${dir}/run/containerd.sock" ]] && ctr version >/dev/null 2>&1 && break
+		running containerd || { tail -20 "${dir}/logs/containerd.log" >&2; return 1; }
+		sleep 0.2
+	done
+	local image out
+	for image in pause python; do
+		# ctr warns on every call that cgroup v1 is deprecated: keep its
+		# output for when the import fails.
+		out="$(ctr images import "${images_dir}/${image}.tar" 2>&1)" || { echo "${out}" >&2; return 1; }
+	done
+}
+
+# kubelet_credentials gives the kubelet a node identity of its own
+# (system:node:NAME), signed by the cluster's CA: the Node authorizer and
+# NodeRestriction then limit it to its own node and pods.
+kubelet_credentials() {
+	local pki="${cache}/kwok/clusters/agentsandbox/pki" server
+	server="$(kubectl config view --raw -o jsonpath='{.clusters[0].cluster.server}')"
+	mkdir -p "${dir}/pki"
+	if ! openssl x509 -checkend 3600 -noout -in "${dir}/pki/kubelet-client.crt" >/dev/null 2>&1 ||
+		! openssl verify -CAfile "${pki}/ca.crt" "${dir}/pki/kubelet-client.crt" >/dev/null 2>&1; then
+		openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -sha256 \
+			-keyout "${dir}/pki/kubelet-client.key" -subj "/O=system:nodes/CN=system:node:${node}" \
+			-out "${dir}/pki/kubelet-client.csr" 2>/dev/null
+		openssl x509 -req -in "${dir}/pki/kubelet-client.csr" -CA "${pki}/ca.crt" -CAkey "${pki}/ca.key" \
+			-CAcreateserial -days 30 -sha256 -out "${dir}/pki/kubelet-client.crt" 2>/dev/null
+	fi
+	cp "${pki}/ca.crt" "${dir}/pki/ca.crt"
+	cat >"${dir}/kubelet.kubeconfig" <<YAML
+apiVersion: v1
+kind: Config
+clusters: [{name: local, cluster: {server: "${server}", certificate-authority: "${dir}/pki/ca.crt"}}]
+users: [{name: kubelet, user: {client-certificate: "${dir}/pki/kubelet-client.crt", client-key: "${dir}/pki/kubelet-client.key"}}]
+contexts: [{name: kubelet, context: {cluster: local, user: kubelet}}]
+current-context: kubelet
+YAML
+}
+
+kubelet_up() {
+	local group=real taint_key=agentsandbox.dev/real-node taint_value=true
+	if [[ "${role}" == demo ]]; then
+		group=gvisor taint_key=agentsandbox.dev/runtime taint_value=gvisor
+	fi
+	# Anonymous requests are refused; the API server authenticates with the
+	# cluster's client certificate, and what it may do is asked of the API
+	# server (webhook), as on any production node.
+	cat >"${dir}/kubelet.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: ${node_ip}
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: ${dir}/pki/ca.crt}
+authorization: {mode: Webhook}
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix://${dir}/run/containerd.sock
+imageServiceEndpoint: unix://${dir}/run/containerd.sock
+podLogsDir: ${dir}/pod-logs
+resolvConf: ""
+serializeImagePulls: false
+registerWithTaints: [{key: ${taint_key}, value: "${taint_value}", effect: NoSchedule}]
+evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+YAML
+	PATH="$(bindir containerd):${PATH}" start kubelet "$(bin kube kubelet)" \
+		--config "${dir}/kubelet.yaml" --kubeconfig "${dir}/kubelet.kubeconfig" \
+		--root-dir "${dir}/kubelet" --cert-dir "${dir}/pki" \
+		--hostname-override "${node}" --node-ip "${node_ip}" --node-labels "agentsandbox.dev/node-group=${group}"
+	local i
+	for i in $(seq 1 120); do
+		kubectl get node "${node}" >/dev/null 2>&1 && break
+		running kubelet || { tail -20 "${dir}/logs/kubelet.log" >&2; return 1; }
+		sleep 0.5
+	done
+	# kube-router reads the node's pod range; nothing allocates one here.
+	kubectl patch node "${node}" --type merge \
+		-p "{\"spec\":{\"podCIDR\":\"${pod_cidr}\",\"podCIDRs\":[\"${pod_cidr}\"]}}" >/dev/null
+	kubectl wait --for condition=Ready --timeout 120s "node/${node}" >/dev/null
+}
+
+# kube-router enforces NetworkPolicy with iptables and ipsets, and does
+# nothing else here (no routing, no service proxy, no CNI).
+kube_router_up() {
+	start kube-router "$(bin kube-router kube-router)" --kubeconfig "$("${root}/hack/cluster.sh" kubeconfig)" \
+		--run-firewall=true --run-router=false --run-service-proxy=false --enable-cni=false \
+		--enable-pod-egress=false --hostname-override "${node}" --health-port=0 --metrics-port=0
+	local i
+	for i in $(seq 1 100); do
+		iptables -S KUBE-ROUTER-FORWARD >/dev/null 2>&1 && return 0
+		running kube-router || { tail -20 "${dir}/logs/kube-router.log" >&2; return 1; }
+		sleep 0.3
+	done
+	echo "kube-router did not install its rules in 30s; see ${dir}/logs/kube-router.log" >&2
+	return 1
+}
+
+# Local volumes on the node's disk: a workspace written before a stop is
+# there after the start, on a new pod. The kubelet gives them the pod's
+# fsGroup. Released volumes are wiped and offered again by the next up.
+volumes=24
+storage_class() { if [[ "${role}" == demo ]]; then echo standard; else echo agentsandbox-node-local; fi; }
+volumes_up() {
+	local class i released
+	class="$(storage_class)"
+	released="$(kubectl get pv -l agentsandbox.dev/node-volume -o jsonpath='{range .items[?(@.status.phase=="Released")]}{.metadata.name}{" "}{end}')"
+	for i in ${released}; do
+		kubectl delete pv "${i}" --wait=true >/dev/null
+		rm -rf "${dir:?}/volumes/${i}"
+	done
+	if [[ "${role}" == demo ]]; then
+		# The default class's kwok volumes could bind a claim the real node
+		# cannot mount.
+		kubectl delete pv -l agentsandbox.dev/local-volume --field-selector status.phase=Available --wait=false >/dev/null
+	else
+		kubectl apply --server-side -f - >/dev/null <<YAML
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: ${class}}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Retain
+YAML
+	fi
+	for ((i = 0; i < volumes; i++)); do
+		mkdir -p "${dir}/volumes/node-${i}"
+		cat <<YAML
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: node-${i}
+  labels: {agentsandbox.dev/node-volume: "true"}
+spec:
+  storageClassName: ${class}
+  capacity: {storage: 100Gi}
+  accessModes: [ReadWriteOnce]
+  persistentVolumeReclaimPolicy: Retain
+  local: {path: ${dir}/volumes/node-${i}}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [${node}]}]
+---
+YAML
+	done | kubectl apply --server-side -f - >/dev/null
+}
+
+ready() {
+	running containerd && running kubelet && running kube-router &&
+		[[ "$(kubectl get node "${node}" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
+}
+
+up() {
+	role=test
+	[[ "${1:-}" == --demo ]] && role=demo
+	check
+	install_packages
+	check
+	"${root}/tools/build.sh" kube containerd gvisor kube-router
+	"${root}/hack/cluster.sh" up
+	if ready && [[ "$(cat "${dir}/role" 2>/dev/null)" == "${role}" ]]; then
+		log "node ${node} already running (${role})"
+		return 0
+	fi
+	if [[ -d "${dir}/pids" ]]; then
+		log "a node of an earlier run is left (crashed, stopped or in another role): taking it down first"
+		down_node
+	fi
+	build_images
+	save_host
+	echo "${role}" >"${dir}/role"
+	log "starting node ${node} (${role}): containerd, kubelet, kube-router"
+	network_up
+	containerd_up
+	kubelet_credentials
+	kubelet_up
+	kube_router_up
+	if [[ "${role}" == demo ]]; then
+		kubectl delete node -l agentsandbox.dev/node-group=gvisor,type=kwok --wait=false >/dev/null
+	fi
+	volumes_up
+	log "node ${node} Ready: runc and runsc, NetworkPolicy enforced, ${volumes} local volumes ($(storage_class))"
+}
+
+kill_pid() {
+	local name="$1" pid i
+	[[ -f "${dir}/pids/${name}" ]] || return 0
+	pid="$(cat "${dir}/pids/${name}")"
+	if kill -0 "${pid}" 2>/dev/null; then
+		kill "${pid}"
+		for i in $(seq 1 40); do
+			kill -0 "${pid}" 2>/dev/null || break
+			sleep 0.25
+		done
+		kill -9 "${pid}" 2>/dev/null || true
+	fi
+	rm -f "${dir}/pids/${name}"
+}
+
+# ours lists the processes whose command line names this node's directory:
+# shims, runsc sandboxes and gofers. Nothing else is killed.
+ours() {
+	local p
+	for p in /proc/[0-9]*; do
+		tr '\0' ' ' <"${p}/cmdline" 2>/dev/null | grep -qF -- "${dir}/" && echo "${p#/proc/}"
+	done
+	return 0
+}
+
+down_node() {
+	if "${root}/hack/cluster.sh" status; then
+		# Pods deleted through the API are torn down by the kubelet: CNI
+		# DEL, netns and mounts, as on any node.
+		kubectl delete pod -A --field-selector "spec.nodeName=${node}" --grace-period 1 --timeout 60s >/dev/null 2>&1 || true
+		kubectl delete node "${node}" --wait=false >/dev/null 2>&1 || true
+		kubectl delete pv -l agentsandbox.dev/node-volume --wait=false >/dev/null 2>&1 || true
+		kubectl delete storageclass agentsandbox-node-local --ignore-not-found >/dev/null 2>&1 || true
+	fi
+	kill_pid kube-router
+	[[ -x "$(bin kube-router kube-router)" ]] && "$(bin kube-router kube-router)" --cleanup-config >/dev/null 2>&1 || true
+	kill_pid kubelet
+	kill_pid containerd
+	local p m n k v
+	for p in $(ours); do kill -9 "${p}" 2>/dev/null || true; done
+	sleep 0.5
+	# Mounts under the node's directory, deepest first, and the network
+	# namespaces the CNI made.
+	for m in $(awk -v d="${dir}/" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r); do
+		umount -l "${m}" 2>/dev/null || true
+	done
+	for n in $(ls /var/run/netns 2>/dev/null); do
+		grep -qxF "${n}" "${dir}/host.netns" 2>/dev/null && continue
+		[[ "${n}" == cni-* ]] || continue
+		umount -l "/var/run/netns/${n}" 2>/dev/null || true
+		rm -f "/var/run/netns/${n}"
+	done
+	ip link show "${bridge}" >/dev/null 2>&1 && ip link del "${bridge}"
+	if [[ -f "${dir}/uplink" ]]; then
+		# shellcheck disable=SC2046 # the rule is a list of words
+		while iptables -D $(guard_rule "$(cat "${dir}/uplink")") 2>/dev/null; do :; done
+		rm -f "${dir}/uplink"
+	fi
+	[[ -f "${dir}/host.chains" ]] && remove_chains
+	# iptables-nft leaves the tables it made behind, empty.
+	if [[ -f "${dir}/host.nft" ]]; then
+		nft list tables | grep -vxF -f "${dir}/host.nft" | while read -r _ family table; do
+			nft delete table "${family}" "${table}" || true
+		done
+	fi
+	for n in $(ipset list -n 2>/dev/null); do
+		grep -qxF "${n}" "${dir}/host.ipsets" 2>/dev/null || ipset destroy "${n}" 2>/dev/null || true
+	done
+	if [[ -f "${dir}/host.sysctl" ]]; then
+		while IFS== read -r k v; do sysctl -qw "${k}=${v}" 2>/dev/null || true; done <"${dir}/host.sysctl"
+	fi
+	# Cgroups the kubelet and the runtimes made; they exist only for the node.
+	for m in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+		[[ -d "${m}" ]] && find "${m}" -depth -type d -exec rmdir {} + 2>/dev/null || true
+	done
+	rm -rf "${dir:?}/pids" "${dir}/run" "${dir}/containerd" "${dir}/kubelet" "${dir}/runsc" "${dir}/cni" \
+		"${dir}/pod-logs" "${dir}/host."* "${dir}/role"
+}
+
+down() {
+	[[ -d "${dir}" ]] || { log "no node to stop"; return 0; }
+	log "stopping node ${node}"
+	down_node
+	rm -rf "${dir:?}/volumes"
+	log "node ${node} stopped; the machine is as it was"
+}
+
+case "${1:-}" in
+check) check ;;
+up) up "${2:-}" ;;
+down) down ;;
+status) ready ;;
+*)
+	echo "usage: $0 check|up [--demo]|down|status" >&2
+	exit 2
+	;;
+esac

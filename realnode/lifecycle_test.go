@@ -1,0 +1,293 @@
+package realnode_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
+)
+
+// checkStopStart writes a workspace file, stops the sandbox (its pod goes,
+// the volume stays), starts it again on a new pod and reads the file back.
+func (e env) checkStopStart(t *testing.T, sbx started) {
+	ctx := context.Background()
+	content := "written before stop by " + t.Name() + "\n"
+	if err := e.sdk.WriteFile(ctx, sbx.Name, "notes.txt", strings.NewReader(content), int64(len(content)), sandboxclient.FileOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sdk.Stop(ctx, sbx.Name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.sdk.WaitStopped(ctx, sbx.Name, waitReady, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sdk.Start(ctx, sbx.Name); err != nil {
+		t.Fatal(err)
+	}
+	again := e.waitReady(t, sbx.Name)
+	if again.pod.UID == sbx.pod.UID {
+		t.Fatalf("pod %s was not replaced by stop and start", sbx.pod.UID)
+	}
+	var got bytes.Buffer
+	if _, err := e.sdk.ReadFile(ctx, sbx.Name, "notes.txt", &got, sandboxclient.FileOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != content {
+		t.Errorf("after stop and start the workspace file holds %q, want %q", got.String(), content)
+	}
+}
+
+// checkPortForward reaches the sandbox's server through the API server.
+func (e env) checkPortForward(t *testing.T, sbx started) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ports := make(chan uint16, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- e.sdk.PortForward(ctx, sbx.Name, sandboxclient.PortForwardOptions{
+			Ports: []string{"0:8080"},
+			Ready: func(p []portforward.ForwardedPort) { ports <- p[0].Local },
+		})
+	}()
+	var local uint16
+	select {
+	case local = <-ports:
+	case err := <-done:
+		t.Fatalf("port-forward ended before it listened: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("port-forward did not listen within a minute")
+	}
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", local))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "Directory listing") {
+		t.Errorf("GET through port-forward: %s %q", resp.Status, body)
+	}
+}
+
+// checkMemoryLimit proves the template's memory limit is the kernel's: a
+// command that outgrows it is killed, and a sandbox whose own process
+// outgrows it says so in its status.
+func (e env) checkMemoryLimit(t *testing.T, pool *v1.NodePool) {
+	limited := func(s *v1.SandboxTemplateSpec) {
+		s.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("128Mi")
+	}
+	tpl := e.template(t, pool, limited)
+	sbx := e.sandboxes(t, tpl)[0]
+	_, code, _ := e.exec(t, sbx.Name, "python3", "-c", "b = bytearray(512 << 20); print(len(b))")
+	if code != 137 {
+		t.Errorf("a 512 MiB allocation under a 128 MiB limit exited %d, want 137 (SIGKILL by the OOM killer)", code)
+	}
+
+	hog := e.template(t, pool, func(s *v1.SandboxTemplateSpec) {
+		limited(s)
+		s.Command = []string{"python3", "-c", "import time; time.sleep(1); b = bytearray(512 << 20); time.sleep(3600)"}
+	})
+	name := testcluster.Name("real-hog")
+	if err := e.c.Create(context.Background(), &v1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1.SandboxSpec{TemplateRef: &v1.LocalObjectReference{Name: hog.Name}, Owner: "alice@example.com"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.deleteAndWait(t, name) })
+	got := &v1.Sandbox{}
+	err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, waitReady, true, func(ctx context.Context) (bool, error) {
+		if err := e.c.Get(ctx, client.ObjectKey{Name: name}, got); err != nil {
+			return false, err
+		}
+		return strings.Contains(conditions.GetMessage(got, v1.ReadyCondition), "OOMKilled"), nil
+	})
+	if err != nil {
+		t.Fatalf("the sandbox whose process outgrew its memory limit never said OOMKilled; Ready is %s %v: %s (%v)",
+			conditions.GetReason(got, v1.ReadyCondition), conditions.IsTrue(got, v1.ReadyCondition), conditions.GetMessage(got, v1.ReadyCondition), err)
+	}
+	t.Logf("status of the sandbox killed for memory: %s", conditions.GetMessage(got, v1.ReadyCondition))
+}
+
+// checkWarmClaim claims a started gVisor sandbox from a warm pool and runs
+// code in it at once, then runs a Python snippet with `agentsandbox run`.
+func (e env) checkWarmClaim(t *testing.T, tpl *v1.SandboxTemplate) {
+	ctx := context.Background()
+	pool := &v1.WarmPool{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("real-warm")},
+		Spec:       v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: tpl.Name}, Replicas: ptr.To[int32](1)},
+	}
+	if err := e.c.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.c.Delete(context.Background(), pool) })
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, waitReady, true, func(ctx context.Context) (bool, error) {
+		err := e.c.Get(ctx, client.ObjectKeyFromObject(pool), pool)
+		return err == nil && pool.Status.ReadyReplicas >= 1, err
+	})
+	if err != nil {
+		t.Fatalf("warm pool %s never had a Ready member: %v", pool.Name, err)
+	}
+	sbx, err := e.sdk.Claim(ctx, sandboxclient.ClaimOptions{Pool: pool.Name, Wait: waitReady})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.deleteAndWait(t, sbx.Name) })
+	if sbx.Status.LaunchType != v1.LaunchWarm {
+		t.Errorf("claim launched %s (%s), want warm", sbx.Status.LaunchType, sbx.Status.LaunchMessage)
+	}
+	if out := e.python(t, sbx.Name, "print(6 * 7)"); strings.TrimSpace(out) != "42" {
+		t.Errorf("first exec in the claimed sandbox printed %q", out)
+	}
+
+	cli := buildCLI(t)
+	cmd := exec.Command(cli, "run", "--kubeconfig", e.cluster.Kubeconfig, "--pool", pool.Name, "--quiet", "--",
+		"python3", "-c", "import subprocess, sys; print(subprocess.run(['dmesg'], capture_output=True, text=True).stdout.splitlines()[0]); sys.exit(3)")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 3 {
+		t.Fatalf("agentsandbox run: %v, want exit code 3; stderr: %s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "gVisor") {
+		t.Errorf("agentsandbox run printed %q, want the first line of gVisor's dmesg", stdout.String())
+	}
+}
+
+// buildCLI builds the agentsandbox binary for the test.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "agentsandbox")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/agentsandbox")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/agentsandbox: %v: %s", err, out)
+	}
+	return bin
+}
+
+// checkNothingLeft deletes the sandbox and proves its containers, their
+// processes, mounts and network namespace went with it.
+func (e env) checkNothingLeft(t *testing.T, sbx started) {
+	ctx := context.Background()
+	ids := strings.Fields(e.ctr(t, "containers", "ls", "-q", fmt.Sprintf(`labels."io.kubernetes.pod.uid"==%s`, sbx.pod.UID)))
+	if len(ids) < 2 {
+		t.Fatalf("containerd has %d containers for pod %s, want its sandbox and the sandbox container", len(ids), sbx.pod.UID)
+	}
+	var netns []string
+	for _, id := range ids {
+		var info struct {
+			Spec struct {
+				Linux struct {
+					Namespaces []struct{ Type, Path string } `json:"namespaces"`
+				} `json:"linux"`
+			} `json:"Spec"`
+		}
+		if err := json.Unmarshal([]byte(e.ctr(t, "containers", "info", id)), &info); err != nil {
+			t.Fatal(err)
+		}
+		for _, ns := range info.Spec.Linux.Namespaces {
+			if ns.Type == "network" && ns.Path != "" {
+				netns = append(netns, ns.Path)
+			}
+		}
+	}
+	if len(netns) == 0 {
+		t.Fatal("found no network namespace of the pod to watch")
+	}
+	e.deleteAndWait(t, sbx.Name)
+	var left []string
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+		left = leftovers(e.ctr(t, "containers", "ls", "-q"), ids, netns, string(sbx.pod.UID))
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("after deleting sandbox %s: %s", sbx.Name, strings.Join(left, "; "))
+	}
+}
+
+// leftovers lists what of a deleted pod is still on this machine.
+func leftovers(containers string, ids, netns []string, podUID string) []string {
+	var left []string
+	for _, id := range ids {
+		if strings.Contains(containers, id) {
+			left = append(left, "container "+id)
+		}
+	}
+	for _, path := range netns {
+		if _, err := os.Stat(path); err == nil {
+			left = append(left, "network namespace "+path)
+		}
+	}
+	mounts, _ := os.ReadFile("/proc/mounts")
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if strings.Contains(line, podUID) || containsAny(line, ids) {
+			left = append(left, "mount "+strings.Fields(line)[1])
+		}
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		cmdline, _ := os.ReadFile(p)
+		if containsAny(string(cmdline), ids) {
+			left = append(left, "process "+filepath.Base(filepath.Dir(p))+" "+strings.ReplaceAll(string(cmdline), "\x00", " "))
+		}
+	}
+	return left
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// ctr runs containerd's client against the real node's containerd.
+func (e env) ctr(t *testing.T, args ...string) string {
+	t.Helper()
+	bin, err := testcluster.ToolBin("containerd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := os.Getenv("AGENTSANDBOX_CACHE")
+	if cache == "" {
+		base, _ := os.UserCacheDir()
+		cache = filepath.Join(base, "agentsandbox")
+	}
+	cmd := exec.Command(filepath.Join(bin, "ctr"), append([]string{
+		"--address", filepath.Join(cache, "node", "run", "containerd.sock"), "--namespace", "k8s.io",
+	}, args...)...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ctr %s: %v", strings.Join(args, " "), err)
+	}
+	return string(out)
+}

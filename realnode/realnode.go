@@ -1,0 +1,34 @@
+// Package realnode names the real node hack/node.sh joins to the local
+// cluster, for the tests and benchmarks that run sandboxes on it. Its
+// tests prove what kwok nodes cannot: that a sandbox made by the
+// controllers from a template really runs isolated, under runc and under
+// gVisor, with its egress governed by NetworkPolicy.
+//
+// The values are hack/node.sh's; change them in both places.
+package realnode
+
+const (
+	// NodeName is the real node's name.
+	NodeName = "agentsandbox-node"
+	// NodeIP is its address: the bridge its pods hang off, where the
+	// kubelet serves.
+	NodeIP = "10.244.0.1"
+	// PodCIDR is the range its pods get addresses from.
+	PodCIDR = "10.244.0.0/24"
+	// GroupLabel and Group select it, as a node pool's selector does.
+	GroupLabel = "agentsandbox.dev/node-group"
+	Group      = "real"
+	// TaintKey is its taint (value "true", NoSchedule): only pools that
+	// name it land there.
+	TaintKey = "agentsandbox.dev/real-node"
+	// StorageClass holds its local volumes, for persistent workspaces.
+	StorageClass = "agentsandbox-node-local"
+	// PythonImage is the Debian image with python3 built for it.
+	PythonImage = "localhost/agentsandbox/python:3.11"
+	// RuncHandler and GVisorHandler are its containerd runtime handlers.
+	RuncHandler   = "runc"
+	GVisorHandler = "runsc"
+	// RequiredEnv, set to "true" (make test does once the node is up),
+	// turns a missing node from a skip into a failure.
+	RequiredEnv = "AGENTSANDBOX_REAL_NODE"
+)
