@@ -135,7 +135,10 @@ up() {
 	else
 		# A cluster whose processes died (machine restart, kill) or whose
 		# configuration changed is rebuilt rather than repaired: its state
-		# is disposable.
+		# is disposable. A real node joined to the old one goes with it.
+		if [[ -d "${cache}/node/pids" ]]; then
+			"${root}/hack/node.sh" down 9>&-
+		fi
 		"$(bin kwok kwokctl)" delete cluster --name "${name}" >/dev/null 2>&1 || true
 		rm -f "${kubeconfig}"
 		log "starting cluster ${name}"

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# `make demo`: on the local cluster (make cluster-up), run the reconciler,
-# apply the node pool, template and warm pool of examples/resources with
+# `make demo`: on the local cluster (make cluster-up), join a real node
+# where this machine can run one (hack/node.sh up --demo: kubelet,
+# containerd, runc, gVisor, NetworkPolicy), run the reconciler, apply the
+# node pool, template and warm pool of examples/resources with
 # OpenTofu and the provider binary (which waits for the pool to fill), claim
 # the sandbox of examples/gitops the GitOps way (a GitSync pulls it from a
 # Git repository served on loopback by hack/gitserve, and
 # `agentsandbox sync --gitsync` waits for that sync), and show it Ready in
-# its own isolated namespace. The reconciler and the Git server stop when
+# its own isolated namespace, and, on the real node, run code in it under
+# gVisor and show its egress blocked. The reconciler and the Git server stop when
 # the demo ends; the cluster, the objects and the OpenTofu state (in the
 # cache) stay for you to explore.
 set -euo pipefail
@@ -16,6 +19,15 @@ KUBECONFIG="$(hack/cluster.sh kubeconfig)"
 export KUBECONFIG
 kubectl() { "$(tools/build.sh --print-bin kube)/kubectl" "$@"; }
 log() { printf '\n==> %s\n' "$*" >&2; }
+
+real_node=false
+if hack/node.sh check; then
+	log "joining a real node in place of the kwok gvisor nodes: hack/node.sh up --demo"
+	hack/node.sh up --demo
+	real_node=true
+else
+	log "no real node on this machine (above): the sandboxes run on kwok nodes, where nothing really runs"
+fi
 
 namespace=agentsandbox-system
 log "starting the reconciler: bin/agentsandbox reconcile (log in ${root}/bin/reconcile.log)"
@@ -117,6 +129,23 @@ for user in alice@example.com bob@example.com; do
 	echo "${user} may exec: $(kubectl auth can-i create pods --subresource exec -n "${ns}" --as "${user}" || true)"
 done
 
+if ${real_node}; then
+	log "running code in the sandbox, under gVisor on the real node: bin/agentsandbox exec alice-scratch -- python3 ..."
+	kubectl get pod -n "${ns}" -o wide
+	bin/agentsandbox exec alice-scratch -- python3 -c '
+import os, socket, subprocess
+print("kernel:", subprocess.run(["dmesg"], capture_output=True, text=True).stdout.splitlines()[0])
+print("uid:", os.getuid(), "| hostname:", socket.gethostname())
+for name, host, port in [("the node'"'"'s kubelet", "10.244.0.1", 10250), ("the cloud metadata address", "169.254.169.254", 80)]:
+    try:
+        socket.create_connection((host, port), timeout=3).close()
+        print("egress to %s %s:%d: OPEN" % (name, host, port))
+    except OSError as e:
+        print("egress to %s %s:%d: blocked (%s)" % (name, host, port, e))
+'
+	echo "from this machine, the kubelet answers, and refuses anonymous requests: HTTP $(curl -sk -o /dev/null -w '%{http_code}' https://10.244.0.1:10250/pods)"
+fi
+
 log "reconciler metrics"
 curl -fsS http://127.0.0.1:18080/metrics | grep -E '^agentsandbox_' || true
 
@@ -125,5 +154,5 @@ cat <<TEXT
   export KUBECONFIG=${KUBECONFIG}
   alias kubectl=$(tools/build.sh --print-bin kube)/kubectl
   bin/agentsandbox reconcile --leader-election-namespace ${namespace}   # run the reconciler again
-  make cluster-down                                                     # stop the cluster
+  make cluster-down                                                     # stop the cluster (and the real node)
 TEXT

@@ -364,21 +364,20 @@ kube_router_up() {
 
 # Local volumes on the node's disk: a workspace written before a stop is
 # there after the start, on a new pod. The kubelet gives them the pod's
-# fsGroup. Released volumes are wiped and offered again by the next up.
+# fsGroup. A volume whose claim is deleted (its sandbox deleted) is wiped
+# and offered again by the recycler, which up starts beside the kubelet.
 volumes=24
 storage_class() { if [[ "${role}" == demo ]]; then echo standard; else echo agentsandbox-node-local; fi; }
 volumes_up() {
-	local class i released
+	local class i
 	class="$(storage_class)"
-	released="$(kubectl get pv -l agentsandbox.dev/node-volume -o jsonpath='{range .items[?(@.status.phase=="Released")]}{.metadata.name}{" "}{end}')"
-	for i in ${released}; do
-		kubectl delete pv "${i}" --wait=true >/dev/null
-		rm -rf "${dir:?}/volumes/${i}"
-	done
 	if [[ "${role}" == demo ]]; then
 		# The default class's kwok volumes could bind a claim the real node
 		# cannot mount.
-		kubectl delete pv -l agentsandbox.dev/local-volume --field-selector status.phase=Available --wait=false >/dev/null
+		local available
+		available="$(kubectl get pv -l agentsandbox.dev/local-volume -o jsonpath='{range .items[?(@.status.phase=="Available")]}{.metadata.name}{" "}{end}')"
+		# shellcheck disable=SC2086 # a list of names
+		[[ -z "${available}" ]] || kubectl delete pv --wait=false ${available} >/dev/null
 	else
 		kubectl apply --server-side -f - >/dev/null <<YAML
 apiVersion: storage.k8s.io/v1
@@ -390,30 +389,61 @@ reclaimPolicy: Retain
 YAML
 	fi
 	for ((i = 0; i < volumes; i++)); do
-		mkdir -p "${dir}/volumes/node-${i}"
-		cat <<YAML
+		volume_manifest "node-${i}" "${class}"
+	done | kubectl apply --server-side -f - >/dev/null
+	echo "${class}" >"${dir}/volumes/class"
+}
+
+# volume_manifest prints the PersistentVolume NAME of CLASS and makes its
+# directory.
+volume_manifest() {
+	local name="$1" class="$2"
+	mkdir -p "${dir}/volumes/${name}"
+	cat <<YAML
 apiVersion: v1
 kind: PersistentVolume
 metadata:
-  name: node-${i}
+  name: ${name}
   labels: {agentsandbox.dev/node-volume: "true"}
 spec:
   storageClassName: ${class}
   capacity: {storage: 100Gi}
   accessModes: [ReadWriteOnce]
   persistentVolumeReclaimPolicy: Retain
-  local: {path: ${dir}/volumes/node-${i}}
+  local: {path: ${dir}/volumes/${name}}
   nodeAffinity:
     required:
       nodeSelectorTerms:
       - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [${node}]}]
 ---
 YAML
-	done | kubectl apply --server-side -f - >/dev/null
+}
+
+# recycle_volumes runs until killed: every two seconds it wipes each
+# Released volume (its sandbox's workspace is gone with the sandbox) and
+# offers it again, as sig-storage-local-static-provisioner does for real
+# clusters, and puts back a volume that went missing. No workspace reaches
+# another sandbox.
+recycle_volumes() {
+	local class phases i name
+	while sleep 2; do
+		class="$(cat "${dir}/volumes/class" 2>/dev/null)" || continue
+		phases=" $(kubectl get pv -l agentsandbox.dev/node-volume \
+			-o jsonpath='{range .items[*]}{.metadata.name}={.status.phase}{" "}{end}' 2>/dev/null) " || continue
+		for ((i = 0; i < volumes; i++)); do
+			name="node-${i}"
+			case "${phases}" in
+			*" ${name}=Released "*) kubectl delete pv "${name}" --wait=true >/dev/null 2>&1 || continue ;;
+			*" ${name}="*) continue ;;
+			esac
+			rm -rf "${dir:?}/volumes/${name}"
+			volume_manifest "${name}" "${class}" | kubectl apply --server-side -f - >/dev/null 2>&1 || true
+		done
+	done
 }
 
 ready() {
-	running containerd && running kubelet && running kube-router &&
+	running containerd && running kubelet && running kube-router && running volume-recycler &&
 		[[ "$(kubectl get node "${node}" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
 }
 
@@ -427,25 +457,27 @@ up() {
 	"${root}/hack/cluster.sh" up
 	if ready && [[ "$(cat "${dir}/role" 2>/dev/null)" == "${role}" ]]; then
 		log "node ${node} already running (${role})"
-		return 0
+	else
+		if [[ -d "${dir}/pids" ]]; then
+			log "a node of an earlier run is left (crashed, stopped or in another role): taking it down first"
+			down_node
+		fi
+		build_images
+		save_host
+		echo "${role}" >"${dir}/role"
+		log "starting node ${node} (${role}): containerd, kubelet, kube-router"
+		network_up
+		containerd_up
+		kubelet_credentials
+		kubelet_up
+		kube_router_up
 	fi
-	if [[ -d "${dir}/pids" ]]; then
-		log "a node of an earlier run is left (crashed, stopped or in another role): taking it down first"
-		down_node
-	fi
-	build_images
-	save_host
-	echo "${role}" >"${dir}/role"
-	log "starting node ${node} (${role}): containerd, kubelet, kube-router"
-	network_up
-	containerd_up
-	kubelet_credentials
-	kubelet_up
-	kube_router_up
+	# cluster.sh up adds the kwok gvisor nodes back each time.
 	if [[ "${role}" == demo ]]; then
 		kubectl delete node -l agentsandbox.dev/node-group=gvisor,type=kwok --wait=false >/dev/null
 	fi
 	volumes_up
+	start volume-recycler "${root}/hack/node.sh" recycle-volumes
 	log "node ${node} Ready: runc and runsc, NetworkPolicy enforced, ${volumes} local volumes ($(storage_class))"
 }
 
@@ -483,6 +515,7 @@ down_node() {
 		kubectl delete pv -l agentsandbox.dev/node-volume --wait=false >/dev/null 2>&1 || true
 		kubectl delete storageclass agentsandbox-node-local --ignore-not-found >/dev/null 2>&1 || true
 	fi
+	kill_pid volume-recycler
 	kill_pid kube-router
 	[[ -x "$(bin kube-router kube-router)" ]] && "$(bin kube-router kube-router)" --cleanup-config >/dev/null 2>&1 || true
 	kill_pid kubelet
@@ -541,6 +574,7 @@ check) check ;;
 up) up "${2:-}" ;;
 down) down ;;
 status) ready ;;
+recycle-volumes) recycle_volumes ;;
 *)
 	echo "usage: $0 check|up [--demo]|down|status" >&2
 	exit 2

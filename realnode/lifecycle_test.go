@@ -271,7 +271,7 @@ func containsAny(s string, subs []string) bool {
 }
 
 // ctr runs containerd's client against the real node's containerd.
-func (e env) ctr(t *testing.T, args ...string) string {
+func (e env) ctr(t testing.TB, args ...string) string {
 	t.Helper()
 	bin, err := testcluster.ToolBin("containerd")
 	if err != nil {

@@ -54,7 +54,7 @@ type env struct {
 // when the real node is not up: make test starts it where the machine
 // allows (hack/node.sh check) and then sets AGENTSANDBOX_REAL_NODE, which
 // makes its absence a failure instead.
-func requireNode(t *testing.T) env {
+func requireNode(t testing.TB) env {
 	t.Helper()
 	cluster := testcluster.Get(t)
 	node := &corev1.Node{}
@@ -96,7 +96,7 @@ func nodeReady(node *corev1.Node) bool {
 // nodePool makes the pool whose runtime handler the test's sandboxes run
 // under. A node belongs to one pool at a time, so tests of different
 // runtimes take turns; the cleanup waits until the node has left the pool.
-func (e env) nodePool(t *testing.T, handler string) *v1.NodePool {
+func (e env) nodePool(t testing.TB, handler string) *v1.NodePool {
 	t.Helper()
 	pool := &v1.NodePool{
 		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("real-" + handler)},
@@ -129,7 +129,7 @@ func (e env) nodePool(t *testing.T, handler string) *v1.NodePool {
 // template is a Python sandbox on pool that serves its workspace on port
 // 8080 (so other pods have something to reach), with a read-only root and
 // a persistent workspace on the node's local volumes.
-func (e env) template(t *testing.T, pool *v1.NodePool, mutate func(*v1.SandboxTemplateSpec)) *v1.SandboxTemplate {
+func (e env) template(t testing.TB, pool *v1.NodePool, mutate func(*v1.SandboxTemplateSpec)) *v1.SandboxTemplate {
 	t.Helper()
 	tpl := &v1.SandboxTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("real")},
@@ -168,7 +168,7 @@ type started struct {
 // sandboxes creates one sandbox from each template at once and waits for
 // all of them to be Ready; the cleanup deletes them and waits until they
 // are gone.
-func (e env) sandboxes(t *testing.T, templates ...*v1.SandboxTemplate) []started {
+func (e env) sandboxes(t testing.TB, templates ...*v1.SandboxTemplate) []started {
 	t.Helper()
 	ctx := context.Background()
 	out := make([]started, len(templates))
@@ -189,7 +189,7 @@ func (e env) sandboxes(t *testing.T, templates ...*v1.SandboxTemplate) []started
 	return out
 }
 
-func (e env) waitReady(t *testing.T, name string) started {
+func (e env) waitReady(t testing.TB, name string) started {
 	t.Helper()
 	sbx, err := e.sdk.WaitReady(context.Background(), name, waitReady, nil)
 	if err != nil {
@@ -205,7 +205,7 @@ func (e env) waitReady(t *testing.T, name string) started {
 	return started{Sandbox: sbx, pod: pod}
 }
 
-func (e env) deleteAndWait(t *testing.T, name string) {
+func (e env) deleteAndWait(t testing.TB, name string) {
 	ctx := context.Background()
 	sbx := &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := e.c.Delete(ctx, sbx); client.IgnoreNotFound(err) != nil {
@@ -223,7 +223,7 @@ func (e env) deleteAndWait(t *testing.T, name string) {
 
 // python runs a Python program in the sandbox and returns its standard
 // output, failing the test on a non-zero exit.
-func (e env) python(t *testing.T, name, program string, args ...string) string {
+func (e env) python(t testing.TB, name, program string, args ...string) string {
 	t.Helper()
 	out, code, stderr := e.exec(t, name, append([]string{"python3", "-c", program}, args...)...)
 	if code != 0 {
@@ -232,7 +232,7 @@ func (e env) python(t *testing.T, name, program string, args ...string) string {
 	return out
 }
 
-func (e env) exec(t *testing.T, name string, command ...string) (stdout string, code int, stderr string) {
+func (e env) exec(t testing.TB, name string, command ...string) (stdout string, code int, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code, err := e.sdk.Exec(context.Background(), name, sandboxclient.ExecOptions{
@@ -245,7 +245,7 @@ func (e env) exec(t *testing.T, name string, command ...string) (stdout string, 
 }
 
 // pythonJSON runs a program that prints one JSON value and decodes it.
-func (e env) pythonJSON(t *testing.T, name, program string, into any, args ...string) {
+func (e env) pythonJSON(t testing.TB, name, program string, into any, args ...string) {
 	t.Helper()
 	out := e.python(t, name, program, args...)
 	if err := json.Unmarshal([]byte(out), into); err != nil {
