@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -19,6 +20,7 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/latency"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/realnode"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
 )
 
@@ -89,10 +91,25 @@ func BenchmarkWarmClaimExec(b *testing.B) {
 	}
 }
 
+// waitPoolReady waits until the pool has a member a claim takes warm: an
+// available member namespace whose pod is Ready. The pool's status would
+// lag behind the claim just made.
 func (e env) waitPoolReady(b testing.TB, pool *v1.WarmPool) {
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, waitReady, true, func(ctx context.Context) (bool, error) {
-		err := e.c.Get(ctx, client.ObjectKeyFromObject(pool), pool)
-		return err == nil && pool.Status.ReadyReplicas >= 1, err
+		members := &corev1.NamespaceList{}
+		if err := e.c.List(ctx, members, client.MatchingLabels{v1.LabelWarmPool: pool.Name, v1.LabelMember: v1.MemberAvailable}); err != nil {
+			return false, err
+		}
+		for _, ns := range members.Items {
+			pod := &corev1.Pod{}
+			if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: sandbox.PodName}, pod); err == nil && sandbox.PodReady(pod) {
+				// The reconciler decides from its cache, which sees the
+				// pod Ready a moment after the API server does.
+				time.Sleep(500 * time.Millisecond)
+				return true, nil
+			}
+		}
+		return false, nil
 	})
 	if err != nil {
 		b.Fatalf("warm pool %s has no Ready member: %v", pool.Name, err)
