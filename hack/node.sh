@@ -28,7 +28,8 @@
 # Everything lives under $AGENTSANDBOX_CACHE/node; the pinned binaries come
 # from tools/build.sh and the images from Debian packages (see build_images).
 # Runs as root. What it changes on the machine (sysctls, a bridge, iptables
-# rules, ipsets, mounts, cgroups) is recorded first and undone by down.
+# chains and rules, nft tables, ipsets, mounts, network namespaces, cgroups)
+# is recorded first and undone by down.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -59,13 +60,17 @@ missing() {
 	command -v apt-get >/dev/null || echo "apt-get (to install: ${packages[*]})"
 	[[ -d /sys/fs/cgroup/memory || -f /sys/fs/cgroup/cgroup.controllers ]] || echo "a cgroup file system at /sys/fs/cgroup"
 	[[ ${EUID} -eq 0 ]] || return 0
-	if ip link add asbr-check type bridge 2>/dev/null; then
+	# The commands come with the packages up installs; the kernel's support
+	# is checked once they are there.
+	if ! command -v ip >/dev/null; then
+		:
+	elif ip link add asbr-check type bridge 2>/dev/null; then
 		ip link del asbr-check
 	else
 		echo "bridge devices (CONFIG_BRIDGE)"
 	fi
 	if ! command -v ipset >/dev/null; then
-		: # installed by up; its kernel support is checked once it is
+		:
 	elif ipset create asbr-check hash:ip 2>/dev/null; then
 		ipset destroy asbr-check
 	else
@@ -98,6 +103,7 @@ install_packages() {
 # recipe: a minbase root file system with python3 (mmdebstrap, through the
 # machine's Debian mirror), and the pause container of hack/pause. Both are
 # packed by hack/ociimage into archives containerd imports.
+# Change the last number when the recipe changes, so the images are rebuilt.
 images_dir="${cache}/images-${debian_suite}-python3-1"
 build_images() {
 	[[ -f "${images_dir}/.complete" ]] && return 0
@@ -448,8 +454,14 @@ ready() {
 }
 
 up() {
-	role=test
-	[[ "${1:-}" == --demo ]] && role=demo
+	case "${1:-}" in
+	"") role=test ;;
+	--demo) role=demo ;;
+	*)
+		echo "hack/node.sh up: unknown option $1 (want --demo or nothing)" >&2
+		return 2
+		;;
+	esac
 	check
 	install_packages
 	check

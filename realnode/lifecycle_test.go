@@ -160,6 +160,18 @@ func (e env) checkWarmClaim(t *testing.T, tpl *v1.SandboxTemplate) {
 	if out := e.python(t, sbx.Name, "print(6 * 7)"); strings.TrimSpace(out) != "42" {
 		t.Errorf("first exec in the claimed sandbox printed %q", out)
 	}
+	// The SDK's file operations under gVisor.
+	content := "import sys\nprint(sys.argv[1])\n"
+	if err := e.sdk.WriteFile(ctx, sbx.Name, "hello.py", strings.NewReader(content), int64(len(content)), sandboxclient.FileOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, _ := e.exec(t, sbx.Name, "python3", "/workspace/hello.py", "from a file"); out != "from a file\n" {
+		t.Errorf("the written script printed %q", out)
+	}
+	var back bytes.Buffer
+	if _, err := e.sdk.ReadFile(ctx, sbx.Name, "hello.py", &back, sandboxclient.FileOptions{}); err != nil || back.String() != content {
+		t.Errorf("read back %q (%v), want what was written", back.String(), err)
+	}
 
 	cli := buildCLI(t)
 	cmd := exec.Command(cli, "run", "--kubeconfig", e.cluster.Kubeconfig, "--pool", pool.Name, "--quiet", "--",
