@@ -136,6 +136,8 @@ save_host() {
 	local k
 	for k in "${saved_sysctls[@]}"; do echo "${k}=$(sysctl -n "${k}")"; done >"${dir}/host.sysctl.tmp"
 	ipset list -n 2>/dev/null | sort >"${dir}/host.ipsets"
+	# The shims keep their sockets and runc its state under /run/containerd.
+	[[ -e /run/containerd ]] && touch "${dir}/host.run-containerd"
 	# Tables first: listing iptables chains creates the tables it lists.
 	nft list tables >"${dir}/host.nft"
 	chains >"${dir}/host.chains"
@@ -564,6 +566,9 @@ down_node() {
 	done
 	if [[ -f "${dir}/host.sysctl" ]]; then
 		while IFS== read -r k v; do sysctl -qw "${k}=${v}" 2>/dev/null || true; done <"${dir}/host.sysctl"
+	fi
+	if [[ -f "${dir}/host.sysctl" && ! -e "${dir}/host.run-containerd" ]] && ! pgrep -x containerd >/dev/null; then
+		rm -rf /run/containerd
 	fi
 	# Cgroups the kubelet and the runtimes made; they exist only for the node.
 	for m in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
