@@ -196,14 +196,62 @@ down() {
 	log "cluster ${name} stopped"
 }
 
+# restart kills etcd and the API server of the running cluster (SIGKILL, as
+# a crash would) and starts them again, with the same command lines, on the
+# same data: what a test of the API server going away in the middle of a
+# sync does. The other components reconnect; one that gave up meanwhile (a
+# controller manager that lost its lease exits) is started again too.
+# (kwokctl's own stop and start would restart every component.)
+restart() {
+	healthy || { log "no cluster ${name} running to restart"; exit 1; }
+	lock
+	local dir="${KWOK_WORKDIR}/clusters/${name}" comp pid
+	local -A cmdline
+	for comp in kube-apiserver etcd kube-controller-manager kube-scheduler kwok-controller; do
+		cmdline[${comp}]="$(tr '\0' '\n' <"/proc/$(cat "${dir}/pids/${comp}.pid")/cmdline")"
+	done
+	for comp in kube-apiserver etcd; do
+		pid="$(cat "${dir}/pids/${comp}.pid")"
+		kill -KILL "${pid}"
+		while kill -0 "${pid}" 2>/dev/null; do sleep 0.1; done
+	done
+	start_component "${dir}" etcd "${cmdline[etcd]}"
+	start_component "${dir}" kube-apiserver "${cmdline[kube-apiserver]}"
+	local i
+	for ((i = 0; i < 120; i++)); do
+		if healthy; then
+			for comp in kube-controller-manager kube-scheduler kwok-controller; do
+				kill -0 "$(cat "${dir}/pids/${comp}.pid")" 2>/dev/null || start_component "${dir}" "${comp}" "${cmdline[${comp}]}"
+			done
+			log "etcd and the API server of cluster ${name} restarted"
+			return
+		fi
+		sleep 0.5
+	done
+	log "cluster ${name} not ready 60s after restarting etcd and the API server"
+	exit 1
+}
+
+# start_component starts a component of the cluster in dir from its command
+# line (one argument a line) the way kwokctl does: detached, in the
+# cluster's directory, logging to its file; without the lock's descriptor,
+# which it would otherwise hold for as long as it runs.
+start_component() {
+	local dir="$1" comp="$2" args
+	mapfile -t args <<<"$3"
+	(cd "${dir}" && exec setsid "${args[@]}" >>"${dir}/logs/${comp}.log" 2>&1 </dev/null 9>&-) &
+	echo "$!" >"${dir}/pids/${comp}.pid"
+}
+
 case "${1:-}" in
 up) up ;;
+restart) restart ;;
 down) down ;;
 status) healthy ;;
 kubeconfig) echo "${kubeconfig}" ;;
 audit-log) echo "${KWOK_WORKDIR}/clusters/${name}/logs/audit.log" ;;
 *)
-	echo "usage: $0 up|down|status|kubeconfig|audit-log" >&2
+	echo "usage: $0 up|down|restart|status|kubeconfig|audit-log" >&2
 	exit 2
 	;;
 esac

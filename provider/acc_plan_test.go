@@ -41,6 +41,16 @@ func TestInvalidConfigurationsFailAtPlan(t *testing.T) {
   name = "python"
   spec = { image = "Not An Image" }
 }`, `spec.image must be an image reference`},
+		{"reserved label", `resource "agentsandbox_template" "t" {
+  name   = "python"
+  labels = { "agentsandbox.dev/team" = "a" }
+  spec   = { image = "python:3.12" }
+}`, `label "agentsandbox.dev/team": keys under agentsandbox.dev/ are set by the agentsandbox\s+reconciler`},
+		{"reserved annotation", `resource "agentsandbox_sandbox" "s" {
+  name        = "alice"
+  annotations = { "kubectl.kubernetes.io/last-applied-configuration" = "{}" }
+  spec        = { template_ref = { name = "a" } }
+}`, `annotation\s+"kubectl.kubernetes.io/last-applied-configuration": keys under\s+kubectl.kubernetes.io/`},
 		{"pull policy enum", template(`image_pull_policy = "Sometimes"`), `spec.image_pull_policy value must be one of`},
 		{"env name", template(`env = [{ name = "9LIVES", value = "x" }]`), `spec.env\[0\].name`},
 		{"egress CIDR", template(`network = { egress = [{ cidr = "10.0.0.0/33" }] }`), `spec.network.egress\[0\].cidr must be a CIDR`},

@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
-	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -94,14 +93,6 @@ func (r *objectResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 		Optional: true, Computed: true, Default: booldefault.StaticBool(!k.waitOptIn), Description: waitDoc,
 	}
 	resp.Schema = schema.Schema{Description: description, Attributes: attrs}
-}
-
-func metadataAttribute(what string) schema.MapAttribute {
-	return schema.MapAttribute{
-		Optional:    true,
-		ElementType: types.StringType,
-		Description: what + " of the object. Keys under agentsandbox.dev/ and kubectl.kubernetes.io/ are the system's and are not tracked.",
-	}
 }
 
 func (r *objectResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {

@@ -10,11 +10,6 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/provider/crdschema"
 )
 
-// systemMetadataPrefixes mark labels and annotations that admission and the
-// controllers write; they are not the configuration's and stay out of
-// state.
-var systemMetadataPrefixes = []string{"agentsandbox.dev/", "kubectl.kubernetes.io/"}
-
 // objectValue is the Terraform value of a live object, with the attributes
 // of typ: name, id, labels, annotations, spec and status from the object;
 // anything else (timeouts, wait_for_ready) from prior, or null.

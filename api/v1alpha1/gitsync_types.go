@@ -4,6 +4,21 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// GitSyncDeletionPolicy is what deleting a GitSync does to its objects.
+// +kubebuilder:validation:Enum=Orphan;Delete
+type GitSyncDeletionPolicy string
+
+const (
+	// DeletionOrphan leaves a deleted GitSync's objects on the cluster.
+	DeletionOrphan GitSyncDeletionPolicy = "Orphan"
+	// DeletionDelete prunes a GitSync's objects before it is deleted.
+	DeletionDelete GitSyncDeletionPolicy = "Delete"
+)
+
+// FinalizerGitSyncPrune holds a GitSync with DeletionPolicy Delete until
+// its objects are pruned.
+const FinalizerGitSyncPrune = "agentsandbox.dev/prune-on-delete"
+
 // GitSyncSpec points the reconciler at a directory of declarations in a Git
 // repository and says how often and how to converge the cluster to it.
 type GitSyncSpec struct {
@@ -60,6 +75,17 @@ type GitSyncSpec struct {
 	// +kubebuilder:default=false
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// DeletionPolicy is what deleting the GitSync does to the objects it
+	// applied: Orphan (the default) leaves them on the cluster as they are;
+	// Delete prunes them first, as a sync of an empty revision would
+	// (sandboxes first, node pools last, never an object annotated
+	// agentsandbox.dev/prune: disabled or labelled as another GitSync's),
+	// and the GitSync goes once they are deleted. A suspended GitSync
+	// orphans them whatever the policy.
+	// +kubebuilder:default=Orphan
+	// +optional
+	DeletionPolicy GitSyncDeletionPolicy `json:"deletionPolicy,omitempty"`
 
 	// SecretRef names a Secret in the reconciler's namespace with the
 	// credentials: username and password (or a token as password) for HTTPS,
@@ -126,8 +152,10 @@ type GitSyncStatus struct {
 	// LastAppliedRevision is the last revision applied successfully.
 	// +optional
 	LastAppliedRevision string `json:"lastAppliedRevision,omitempty"`
-	// Inventory lists the objects the last successful sync applied; the next
-	// one prunes those it no longer declares.
+	// Inventory lists the objects this GitSync may have on the cluster:
+	// after a successful sync, exactly what it applied; during a sync, or
+	// after one that failed or was interrupted, also what that sync was
+	// about to create. The next sync prunes those it no longer declares.
 	// +listType=atomic
 	// +optional
 	Inventory []InventoryEntry `json:"inventory,omitempty"`

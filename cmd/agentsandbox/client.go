@@ -54,6 +54,17 @@ func (f *clientFlags) config() (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("failed to load kubeconfig: %w", err)
 	}
+	// client-go logs what it also returns as errors (stream hiccups) and
+	// its own throttling; the commands report errors themselves, and
+	// scripts read stdout and stderr.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
+	// client-go's default of 5 requests a second would make a diff of a
+	// thousand declarations (a dry run each) take minutes; the API
+	// server's priority and fairness keeps one user's burst from
+	// starving others.
+	cfg.QPS, cfg.Burst = 500, 1000
+	cfg.UserAgent = "agentsandbox-cli"
 	return cfg, nil
 }
 
@@ -68,10 +79,6 @@ func (f *clientFlags) kubeClient() (client.Client, error) {
 }
 
 func (f *clientFlags) client() (*sandboxclient.Client, error) {
-	// client-go logs stream hiccups it also returns as errors; the commands
-	// report those errors themselves, and scripts read stderr.
-	klog.LogToStderr(false)
-	klog.SetOutput(io.Discard)
 	cfg, err := f.config()
 	if err != nil {
 		return nil, err

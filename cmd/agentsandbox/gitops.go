@@ -339,7 +339,11 @@ func printChanges(w io.Writer, changes []applier.Change, pruned []*unstructured.
 		case ssa.CreatedAction:
 			fmt.Fprintf(w, "+ %s/%s (%s): created\n", obj.GetKind(), obj.GetName(), c.Declaration.Where())
 		case ssa.ConfiguredAction:
-			fmt.Fprintf(w, "~ %s/%s (%s): changed\n", obj.GetKind(), obj.GetName(), c.Declaration.Where())
+			adopted := ""
+			if c.Adopted {
+				adopted = ", adopted: it exists without this GitSync's label (made outside Git, or by another GitSync)"
+			}
+			fmt.Fprintf(w, "~ %s/%s (%s): changed%s\n", obj.GetKind(), obj.GetName(), c.Declaration.Where(), adopted)
 			for _, f := range c.Fields {
 				fmt.Fprintf(w, "    %s\n", f)
 			}

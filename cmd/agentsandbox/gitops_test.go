@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	"os"
 	"path/filepath"
 	"strings"
@@ -350,13 +351,29 @@ func TestSyncGitSyncWaitsForTheOutcome(t *testing.T) {
 	if out, code := runCLI(t, "sync", "--gitsync", "nope"); code != 1 || !strings.Contains(out, `GitSync "nope" not found`) {
 		t.Errorf("sync --gitsync of a missing GitSync: exit %d, output:\n%s", code, out)
 	}
-	base := gs.DeepCopy()
-	gs.Spec.Suspend = true
-	if err := c.Patch(ctx, gs, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
+
+	// Suspended from the CLI: Ready says so, and nothing syncs until
+	// resumed, which syncs at once and waits for the outcome.
+	if out, code := runCLI(t, "suspend", "gitsync", gs.Name); code != 0 || !strings.Contains(out, "GitSync "+gs.Name+" suspended") {
+		t.Fatalf("suspend gitsync: exit %d, output:\n%s", code, out)
 	}
+	testcluster.Eventually(t, "Ready to say suspended", func() (bool, string) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(gs), gs); err != nil {
+			return false, err.Error()
+		}
+		msg := conditions.GetMessage(gs, v1.ReadyCondition)
+		return strings.HasPrefix(msg, "suspended (spec.suspend: true)") && strings.Contains(msg, "unknown field"), msg
+	})
 	if out, code := runCLI(t, "sync", "--gitsync", gs.Name); code != 1 || !strings.Contains(out, "is suspended") {
 		t.Errorf("sync --gitsync of a suspended GitSync: exit %d, output:\n%s", code, out)
+	}
+	fixed := srv.Commit("main", map[string]string{"pool.yaml": poolDecl(pool, "")})
+	out, code = runCLI(t, "resume", "gitsync", gs.Name)
+	if code != 0 || !strings.Contains(out, "GitSync "+gs.Name+": applied revision main@sha1:"+fixed) {
+		t.Errorf("resume gitsync: exit %d, output:\n%s", code, out)
+	}
+	if out, code := runCLI(t, "suspend", "gitsyncs", gs.Name); code != 1 || !strings.Contains(out, "usage: agentsandbox suspend gitsync NAME") {
+		t.Errorf("suspend of another kind: exit %d, output:\n%s", code, out)
 	}
 }
 

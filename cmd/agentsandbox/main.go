@@ -37,6 +37,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newVersionCommand(), newReconcileCommand(), newDiffCommand(), newSyncCommand(),
+		newSuspendCommand(true), newSuspendCommand(false),
 		newClaimCommand(), newListCommand(), newGetCommand(), newExecCommand(), newRunCommand(), newCpCommand(),
 		newPortForwardCommand(), newLogsCommand(), newStateCommand(v1alpha1.SandboxStopped),
 		newStateCommand(v1alpha1.SandboxRunning), newDeleteCommand())

@@ -31,6 +31,10 @@ type Change struct {
 	Generation int64
 	// ResourceVersion is the one the apply answered with.
 	ResourceVersion string
+	// Adopted: the object exists without the ownership label the
+	// declaration carries (created with kubectl, say, or applied by another
+	// GitSync), and applying takes it over.
+	Adopted bool
 }
 
 func (c Change) entry() ssa.ChangeSetEntry {
@@ -52,6 +56,8 @@ type liveContent struct {
 	// full is the object without managed fields, kept only when asked
 	// for, to show field changes.
 	full *unstructured.Unstructured
+	// owner is its GitSync ownership label.
+	owner string
 }
 
 // listContents lists the declared objects whole, as JSON: only the
@@ -70,7 +76,7 @@ func (a *Applier) listContents(ctx context.Context, decls []declarations.Declara
 }
 
 func newLiveContent(obj *unstructured.Unstructured, full bool) *liveContent {
-	c := &liveContent{generation: obj.GetGeneration(), digest: contentDigest(obj)}
+	c := &liveContent{generation: obj.GetGeneration(), digest: contentDigest(obj), owner: obj.GetLabels()[LabelGitSync]}
 	if full {
 		obj.SetManagedFields(nil)
 		c.full = obj
@@ -83,11 +89,15 @@ func newLiveContent(obj *unstructured.Unstructured, full bool) *liveContent {
 // everything but metadata and status.
 func decide(d declarations.Declaration, live *liveContent, merged *unstructured.Unstructured) Change {
 	c := Change{Declaration: d, Action: ssa.ConfiguredAction}
+	if owner := d.Object.GetLabels()[LabelGitSync]; owner != "" && merged.GetResourceVersion() != "" {
+		// The listing had only owner's objects (or had it not labelled).
+		c.Adopted = live == nil || live.owner != owner
+	}
 	switch {
 	case merged.GetResourceVersion() == "":
 		c.Action = ssa.CreatedAction
 	case live == nil:
-		// Created since the listing: applying again is harmless.
+		// Not labelled yet, or created since the listing: applied.
 	case live.digest == contentDigest(merged):
 		c.Action, c.Generation = ssa.UnchangedAction, live.generation
 	case live.full != nil:

@@ -5,7 +5,6 @@
 package declarations
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -124,65 +123,41 @@ func ReadDir(root, path string) ([]Declaration, error) {
 // Empty documents (comments only, say) are skipped but still counted, so
 // document numbers match what an editor shows.
 func Decode(file string, data []byte) ([]Declaration, error) {
+	docs, err := splitDocuments(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s, %w", file, err)
+	}
 	var out []Declaration
-	for i, doc := range splitDocuments(data) {
-		obj, err := decodeDocument(doc.text, doc.line)
+	for i, doc := range docs {
+		if doc.empty {
+			continue
+		}
+		obj, err := decodeDocument(doc)
 		if err != nil {
 			return nil, fmt.Errorf("%s, document %d: %w", file, i+1, err)
 		}
-		if obj != nil {
-			out = append(out, Declaration{Object: obj, File: file, Doc: i + 1})
-		}
+		out = append(out, Declaration{Object: obj, File: file, Doc: i + 1})
 	}
 	return out, nil
 }
 
-type document struct {
-	text []byte
-	line int // of the document's first line in the file
-}
-
-// splitDocuments cuts a YAML stream at "---" lines. It is done here rather
-// than by a YAML library so errors can count documents and lines of the
-// file, not of the document.
-func splitDocuments(data []byte) []document {
-	var docs []document
-	cur := document{line: 1}
-	lines := bytes.SplitAfter(data, []byte("\n"))
-	for i, l := range lines {
-		trimmed := bytes.TrimRight(l, " \t\r\n")
-		switch {
-		case bytes.Equal(trimmed, []byte("---")) || bytes.HasPrefix(l, []byte("--- ")):
-			if i > 0 {
-				docs = append(docs, cur)
-			}
-			cur = document{line: i + 2}
-		case bytes.Equal(trimmed, []byte("...")):
-			// End of document marker: nothing of it belongs to the data.
-		default:
-			cur.text = append(cur.text, l...)
-		}
-	}
-	return append(docs, cur)
-}
-
 // decodeDocument checks one document against the Go types of the API, as
 // strictly as the API server would with fieldValidation=Strict, and returns
-// it as the author wrote it; nil for an empty document.
-func decodeDocument(raw []byte, firstLine int) (*unstructured.Unstructured, error) {
-	if err := checkYAML(raw, firstLine); err != nil {
-		return nil, err
-	}
+// it as the author wrote it.
+func decodeDocument(doc document) (*unstructured.Unstructured, error) {
+	raw, firstLine := doc.text, doc.line
 	js, err := yaml.YAMLToJSON(raw)
 	if err != nil {
 		return nil, fmt.Errorf("invalid YAML: %w", err)
 	}
-	if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
-		return nil, nil
-	}
 	var m map[string]any
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(js, &m); err != nil || m == nil {
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(js, &m); err != nil || m == nil || doc.keys < 0 {
 		return nil, errors.New("a document must be a mapping with apiVersion, kind, metadata and spec")
+	}
+	// The text given to the converter is the document the stream decoder
+	// found, and nothing of it may be lost on the way.
+	if len(m) != doc.keys {
+		return nil, fmt.Errorf("line %d: the document has %d top-level fields, of which only %d could be read", firstLine, doc.keys, len(m))
 	}
 	u := &unstructured.Unstructured{Object: m}
 	gvk := u.GroupVersionKind()
@@ -196,7 +171,15 @@ func decodeDocument(raw []byte, firstLine int) (*unstructured.Unstructured, erro
 	}
 	strictErrs, err := sigsjson.UnmarshalStrict(js, typed)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %s", gvk.Kind, withLine(raw, firstLine, err.Error()))
+		msg := err.Error()
+		if fieldInError.FindStringSubmatch(msg) == nil {
+			// A type's own decoder (a duration's, a quantity's) names
+			// no field: find the one that fails on its own.
+			if path := failingField(gvk, m, nil); path != "" {
+				msg = fmt.Sprintf("field %q: %s", path, msg)
+			}
+		}
+		return nil, fmt.Errorf("%s: %s", gvk.Kind, withLine(raw, firstLine, msg))
 	}
 	if len(strictErrs) > 0 {
 		msgs := make([]string, len(strictErrs))

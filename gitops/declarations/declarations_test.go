@@ -1,6 +1,7 @@
 package declarations
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +30,12 @@ var brokenInputs = []struct {
 	{"duplicate field", "apiVersion: agentsandbox.dev/v1alpha1\nkind: NodePool\nmetadata:\n  name: x\nspec:\n  runtimeHandler: a\n  runtimeHandler: b\n",
 		[]string{"line 14", `"runtimeHandler" already defined at line 13`}},
 	{"wrong type", "apiVersion: agentsandbox.dev/v1alpha1\nkind: WarmPool\nmetadata:\n  name: x\nspec:\n  replicas: three\n", []string{"WarmPool", "line 13", "spec.replicas"}},
+	{"value its type's decoder refuses", "apiVersion: agentsandbox.dev/v1alpha1\nkind: Sandbox\nmetadata:\n  name: x\nspec:\n  templateRef: {name: t}\n  ttl: 3 days\n",
+		[]string{"Sandbox", "line 14", `field "spec.ttl"`, `unknown unit`}},
+	{"block mapping out of line", "apiVersion: agentsandbox.dev/v1alpha1\nkind: NodePool\nmetadata:\n  name: x\nspec:\n  runtimeHandler: runsc\n  nodeSelector:\n    a: b\n   c: d\n",
+		[]string{"invalid YAML: line 16:"}},
+	{"unclosed flow sequence", "apiVersion: agentsandbox.dev/v1alpha1\nkind: NodePool\nmetadata:\n  name: x\nspec:\n  taints: [\n  runtimeHandler: runsc\n",
+		[]string{"invalid YAML: line 14:", "opens on line 13"}},
 	{"unknown kind", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n", []string{`kind "ConfigMap" is not accepted`}},
 	{"unknown kind of the group", "apiVersion: agentsandbox.dev/v1alpha1\nkind: Widget\nmetadata:\n  name: x\n", []string{`kind "Widget" is not accepted`}},
 	{"namespaced", "apiVersion: agentsandbox.dev/v1alpha1\nkind: NodePool\nmetadata:\n  name: x\n  namespace: default\n", []string{"metadata.namespace must be unset"}},
@@ -63,8 +70,10 @@ func TestDecodeMultiDocument(t *testing.T) {
 	if len(decls) != 2 || decls[0].Object.GetName() != "gvisor" || decls[1].Object.GetName() != "runc" {
 		t.Fatalf("decoded %v", decls)
 	}
-	if decls[0].Doc != 2 || decls[1].Doc != 4 {
-		t.Errorf("document numbers %d, %d; want 2, 4", decls[0].Doc, decls[1].Doc)
+	// As in YAML, a comment before the first "---" is no document of
+	// its own; an empty one between two "---" is.
+	if decls[0].Doc != 1 || decls[1].Doc != 3 {
+		t.Errorf("document numbers %d, %d; want 1, 3", decls[0].Doc, decls[1].Doc)
 	}
 	// Only declared fields: applying must not own fields the author left out.
 	if _, ok := decls[0].Object.Object["status"]; ok {
@@ -72,6 +81,31 @@ func TestDecodeMultiDocument(t *testing.T) {
 	}
 	if got := ID(decls[0].Object); got != "agentsandbox.dev_NodePool_gvisor" {
 		t.Errorf("ID = %q", got)
+	}
+}
+
+// A document may start on its "---" line, and no way of starting or
+// ending one may lose it: every declaration in the stream is decoded.
+func TestDecodeEveryDocumentOfTheStream(t *testing.T) {
+	flow := "--- {apiVersion: agentsandbox.dev/v1alpha1, kind: NodePool, metadata: {name: flow}, spec: {runtimeHandler: runsc}}\n"
+	data := flow + "--- # a comment on the marker line\n" + strings.ReplaceAll(pool, "gvisor", "second") + "...\n---\n" + strings.ReplaceAll(pool, "gvisor", "third")
+	decls, err := Decode("p.yaml", []byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range decls {
+		names = append(names, fmt.Sprintf("%s@%d", d.Object.GetName(), d.Doc))
+	}
+	if got := strings.Join(names, " "); got != "flow@1 second@2 third@3" {
+		t.Errorf("decoded %s, want flow@1 second@2 third@3", got)
+	}
+
+	// An error in a document that starts on its marker line names the
+	// file's line.
+	_, err = Decode("p.yaml", []byte(pool+"--- {apiVersion: agentsandbox.dev/v1alpha1, kind: NodePool, metadata: {name: x},\n  spec: {runtimeHandlr: runsc}}\n"))
+	if err == nil || !strings.Contains(err.Error(), "document 2") || !strings.Contains(err.Error(), "line 8") || !strings.Contains(err.Error(), "spec.runtimeHandlr") {
+		t.Errorf("unknown field in a flow document: %v", err)
 	}
 }
 

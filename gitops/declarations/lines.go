@@ -1,12 +1,16 @@
 package declarations
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // fieldInError finds the field path a decoding error names: quoted in
@@ -78,22 +82,42 @@ func lineOf(n *yamlv3.Node, path string) int {
 	return line
 }
 
-// yamlLine finds the line number in a yaml.v3 error message.
-var yamlLine = regexp.MustCompile(`line (\d+)`)
-
-// checkYAML refuses what sigs.k8s.io/yaml lets pass or reports without a
-// usable line: syntax errors and duplicate keys, which would otherwise
-// silently keep the last value. Lines are made relative to the file.
-func checkYAML(doc []byte, firstLine int) error {
-	var v any
-	err := yamlv3.Unmarshal(doc, &v)
-	if err == nil {
-		return nil
+// failingField finds the deepest field of the document m whose value alone
+// fails to decode into kind gvk, as a path (spec.ttl), or "" when none
+// does on its own. at is the path of m in the document.
+func failingField(gvk schema.GroupVersionKind, m map[string]any, at []string) string {
+	for _, key := range slices.Sorted(maps.Keys(m)) {
+		path := append(slices.Clone(at), key)
+		if decodes(gvk, nest(path, m[key])) {
+			continue
+		}
+		if inner, ok := m[key].(map[string]any); ok {
+			if deeper := failingField(gvk, inner, path); deeper != "" {
+				return deeper
+			}
+		}
+		return strings.Join(path, ".")
 	}
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	msg = yamlLine.ReplaceAllStringFunc(msg, func(s string) string {
-		n, _ := strconv.Atoi(strings.TrimPrefix(s, "line "))
-		return fmt.Sprintf("line %d", firstLine+n-1)
-	})
-	return fmt.Errorf("invalid YAML: %s", msg)
+	return ""
+}
+
+// nest wraps value in maps along path: nest([a b], v) is {a: {b: v}}.
+func nest(path []string, value any) map[string]any {
+	for i := len(path) - 1; i > 0; i-- {
+		value = map[string]any{path[i]: value}
+	}
+	return map[string]any{path[0]: value}
+}
+
+// decodes reports whether the fields of m decode into kind gvk.
+func decodes(gvk schema.GroupVersionKind, m map[string]any) bool {
+	js, err := json.Marshal(m)
+	if err != nil {
+		return false
+	}
+	typed, err := scheme.New(gvk)
+	if err != nil {
+		return false
+	}
+	return json.Unmarshal(js, typed) == nil
 }

@@ -400,3 +400,40 @@ func (c *Cluster) WaitNoTerminatingNamespaces(t testing.TB) {
 		}
 	}
 }
+
+// Restart stops every process of the local cluster, etcd and the API
+// server among them, and starts them again on the same data, returning
+// once the API server is ready. Other clusters are not this suite's to
+// restart: the test skips there.
+func (c *Cluster) Restart(t testing.TB) {
+	t.Helper()
+	if !c.Local {
+		t.Skip("restarting the API server needs the local cluster of hack/cluster.sh")
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clusterScript(root, "restart"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// RunLabel marks the objects of one test run, so one list or delete finds
+// them all.
+const RunLabel = "agentsandbox.test/run"
+
+// TemplateYAML declares the SandboxTemplate name, labelled RunLabel: run,
+// as a file in a Git repository or a directory holds it.
+func TemplateYAML(name, run string) string {
+	return fmt.Sprintf("apiVersion: agentsandbox.dev/v1alpha1\nkind: SandboxTemplate\nmetadata:\n  name: %s\n  labels: {%s: %s}\nspec:\n  image: python:3.12\n", name, RunLabel, run)
+}
+
+// TemplateFiles adds n template declarations to files, one a file under
+// dir, named <run>-<dir>-<i>: a repository of many objects for a sync.
+func TemplateFiles(files map[string]string, dir string, n int, run string) map[string]string {
+	for i := range n {
+		files[fmt.Sprintf("%s/%04d.yaml", dir, i)] = TemplateYAML(fmt.Sprintf("%s-%s-%04d", run, dir, i), run)
+	}
+	return files
+}

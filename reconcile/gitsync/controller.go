@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -57,6 +58,18 @@ const (
 	ReasonPruneFailed            = "PruneFailed"
 	ReasonHealthCheck            = "HealthCheckFailed"
 )
+
+// ReasonSuspended is Ready's reason for a GitSync suspended before its
+// first sync; one suspended later keeps its last sync's.
+const ReasonSuspended = "Suspended"
+
+// ReasonPruned is the reason of the event listing what a GitSync deleted
+// with deletionPolicy Delete took with it.
+const ReasonPruned = "Pruned"
+
+// ReasonAdopted is the reason of the warning event recorded when a sync
+// takes over objects that existed without the GitSync's label.
+const ReasonAdopted = "Adopted"
 
 // healthInterval is how often a sync looks at what it applied while
 // waiting for it to converge.
@@ -142,12 +155,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.GitSync{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, requestedPredicate))).
+		For(&v1.GitSync{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, requestedPredicate, deletingPredicate))).
 		// A sync can take up to its timeout (a slow Git server, a health
 		// wait): one must not hold up the others.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
 }
+
+// deletingPredicate passes the update that marks a GitSync deleted, which
+// a finalizer holds.
+var deletingPredicate = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	return e.ObjectOld.GetDeletionTimestamp() == nil && e.ObjectNew.GetDeletionTimestamp() != nil
+}}
 
 // requestedPredicate passes updates that change the reconcile-requested-at
 // annotation.
@@ -187,10 +206,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			retErr = fmt.Errorf("failed to patch status: %w", err)
 		}
 	}()
+	if !gs.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, gs)
+	}
+	// The finalizer is there before anything is applied, so no object is
+	// applied that a deletion with the policy Delete would miss.
+	if want := gs.Spec.DeletionPolicy == v1.DeletionDelete; want != controllerutil.ContainsFinalizer(gs, v1.FinalizerGitSyncPrune) {
+		if want {
+			controllerutil.AddFinalizer(gs, v1.FinalizerGitSyncPrune)
+		} else {
+			controllerutil.RemoveFinalizer(gs, v1.FinalizerGitSyncPrune)
+		}
+		if err := patcher.Patch(ctx, gs); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
 	if gs.Spec.Suspend {
-		// Nothing is synced, deleted or rescheduled until resumed; the
-		// conditions keep describing the last sync.
-		markHandled(gs)
+		// Nothing is synced, deleted or rescheduled until resumed.
+		markHandled(gs)()
+		markSuspended(gs)
 		return ctrl.Result{}, nil
 	}
 
@@ -208,14 +242,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 	}
 
-	// Only the final status says a request was handled, not the
-	// progress report above.
-	markHandled(gs)
 	timeout := durationOr(gs.Spec.Timeout.Duration, 2*time.Minute)
 	syncCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
-	changes, p := r.sync(syncCtx, gs)
+	handled := markHandled(gs)
+	changes, p := r.sync(syncCtx, gs, patcher)
+	// Only the final status says the request was handled, not the
+	// progress reports written during the sync.
+	handled()
 	conditions.Delete(gs, v1.ReconcilingCondition)
 	if p != nil {
 		observeSync(gs.Name, p.reason, start)
@@ -266,10 +301,65 @@ func (f freshReads) Get(ctx context.Context, key client.ObjectKey, obj client.Ob
 	return f.reader.Get(ctx, key, obj, opts...)
 }
 
-// markHandled records the sync request being acted on.
-func markHandled(gs *v1.GitSync) {
-	if v, ok := gs.Annotations[v1.AnnotationReconcileRequestedAt]; ok {
-		gs.Status.LastHandledReconcileAt = v
+// finalize prunes what a GitSync being deleted applied, when its
+// deletionPolicy is Delete and it is not suspended, and then lets it go.
+// A prune that fails keeps it, saying why, and is retried with backoff.
+func (r *Reconciler) finalize(ctx context.Context, gs *v1.GitSync) error {
+	if !controllerutil.ContainsFinalizer(gs, v1.FinalizerGitSyncPrune) {
+		return nil
+	}
+	if gs.Spec.DeletionPolicy == v1.DeletionDelete && !gs.Spec.Suspend {
+		pruned, err := r.pruneAll(ctx, gs)
+		if err != nil {
+			conditions.MarkFalse(gs, v1.ReadyCondition, ReasonPruneFailed,
+				"deleting: pruning the objects it applied (deletionPolicy: Delete) failed: %v; to delete the GitSync without them, set spec.deletionPolicy to Orphan", err)
+			return err
+		}
+		if summary := summarize(pruned); summary != "" {
+			r.recorder.Eventf(gs, nil, corev1.EventTypeNormal, ReasonPruned, "Delete", "deleted with the GitSync: %s", summary)
+		}
+	}
+	before := gs.DeepCopy()
+	controllerutil.RemoveFinalizer(gs, v1.FinalizerGitSyncPrune)
+	return client.IgnoreNotFound(r.Patch(ctx, gs, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))
+}
+
+// pruneAll deletes what the GitSync's inventory lists, as a sync of an
+// empty revision would.
+func (r *Reconciler) pruneAll(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, error) {
+	ap, err := r.applierFor(ctx, gs)
+	if err != nil {
+		return nil, err
+	}
+	return ap.Prune(ctx, gs.Status.Inventory, nil, gs.Name)
+}
+
+// suspendedMessage starts Ready's message while a GitSync is suspended.
+const suspendedMessage = "suspended (spec.suspend: true): nothing is synced until resumed"
+
+// markSuspended says in Ready's message that the GitSync is suspended,
+// keeping its status and reason, which describe the last sync, and that
+// sync's message after it.
+func markSuspended(gs *v1.GitSync) {
+	ready := conditions.Get(gs, v1.ReadyCondition)
+	switch {
+	case ready == nil:
+		conditions.MarkUnknown(gs, v1.ReadyCondition, ReasonSuspended, "%s", suspendedMessage)
+	case !strings.HasPrefix(ready.Message, suspendedMessage):
+		ready.Message = suspendedMessage + "; the last sync: " + ready.Message
+		conditions.Set(gs, ready)
+	}
+}
+
+// markHandled returns what records the sync request being acted on now
+// as handled: a request that arrives during the sync (a status patch
+// returns the newest annotations) is not, and starts the next sync.
+func markHandled(gs *v1.GitSync) func() {
+	v, ok := gs.Annotations[v1.AnnotationReconcileRequestedAt]
+	return func() {
+		if ok {
+			gs.Status.LastHandledReconcileAt = v
+		}
 	}
 }
 
@@ -282,8 +372,9 @@ type problem struct {
 
 // sync fetches, reads, validates, applies, prunes and waits for health, in
 // that order, and stops at the first step that fails, so a bad revision
-// writes nothing.
-func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, *problem) {
+// writes nothing. Before it creates an object it records it in the
+// inventory through patcher (see gitops/doc.go).
+func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync, patcher *patch.SerialPatcher) (*ssa.ChangeSet, *problem) {
 	ap, err := r.applierFor(ctx, gs)
 	if err != nil {
 		return nil, &problem{reason: ReasonServiceAccountNotFound, message: err.Error()}
@@ -325,11 +416,22 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 		return nil, &problem{reason: ReasonValidationFailed,
 			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
+	// Crash safety: what this sync may create is in the inventory before
+	// it exists, so a sync killed half-way leaves nothing the next
+	// revision cannot prune.
+	if pending := union(gs.Status.Inventory, inventory); len(pending) > len(gs.Status.Inventory) {
+		gs.Status.Inventory = pending
+		if err := patcher.Patch(ctx, gs); err != nil {
+			return nil, &problem{reason: ReasonApplyFailed,
+				message: fmt.Sprintf("revision %s: nothing applied: failed to record the inventory before applying: %v", co.rev, err)}
+		}
+	}
 	changes, err := ap.Apply(ctx, planned)
+	r.recordAdoptions(gs, co.rev, planned)
 	if err != nil {
 		r.forget(gs.UID)
-		// Whatever was applied is recorded, so a later revision prunes it.
-		gs.Status.Inventory = union(gs.Status.Inventory, inventory)
+		// The inventory keeps what this sync may have created, so a
+		// later revision prunes it.
 		return changes, &problem{reason: ReasonApplyFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
 	if prune {
@@ -338,7 +440,6 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeSet, 
 			changes.Append(pruned.Entries)
 		}
 		if err != nil {
-			gs.Status.Inventory = union(gs.Status.Inventory, inventory)
 			return changes, &problem{reason: ReasonPruneFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 		}
 	}
@@ -511,6 +612,29 @@ func summarize(cs *ssa.ChangeSet) string {
 		return fmt.Sprintf("%s and %d more", strings.Join(parts[:shown], ", "), len(parts)-shown)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// recordAdoptions records a warning naming the objects the sync took over:
+// made outside Git (with kubectl, say) or applied by another GitSync,
+// they are from now on changed and pruned by this one, which their
+// makers should hear about.
+func (r *Reconciler) recordAdoptions(gs *v1.GitSync, rev source.Revision, planned []applier.Change) {
+	var adopted []string
+	for _, c := range planned {
+		if c.Adopted && c.ResourceVersion != "" {
+			adopted = append(adopted, fmt.Sprintf("%s %q (%s)", c.Declaration.Object.GetKind(), c.Declaration.Object.GetName(), c.Declaration.Where()))
+		}
+	}
+	if len(adopted) == 0 {
+		return
+	}
+	const shown = 10
+	list := strings.Join(adopted[:min(shown, len(adopted))], ", ")
+	if len(adopted) > shown {
+		list += fmt.Sprintf(" and %d more", len(adopted)-shown)
+	}
+	r.recorder.Eventf(gs, nil, corev1.EventTypeWarning, ReasonAdopted, "Sync",
+		"revision %s adopted %s: created outside this GitSync (with kubectl, say, or by another GitSync), now managed and pruned from Git", rev, list)
 }
 
 // union is a ∪ b, keeping a's order and appending what only b has.

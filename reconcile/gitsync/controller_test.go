@@ -4,8 +4,10 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	eventsv1 "k8s.io/api/events/v1"
 	"os"
 	"path/filepath"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -1074,5 +1076,101 @@ func TestSyncQueuedDuringASyncReadsItsStatus(t *testing.T) {
 		t.Errorf("template %s, applied by one sync and dropped by the revision the queued one applied, was not pruned", dropped)
 	} else if err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
+	}
+}
+
+// TestAdoptionIsRecorded: an object made with kubectl and then declared in
+// Git is taken over, with a warning event naming it and saying so; the
+// next sync, of an object now the GitSync's own, records none.
+func TestAdoptionIsRecorded(t *testing.T) {
+	c := testcluster.Get(t).Client
+	ctx := context.Background()
+	name := testcluster.Name("adopt")
+	handmade := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodePoolSpec{
+		RuntimeHandler: "runsc", NodeSelector: map[string]string{"agentsandbox.dev/node-group": "general"},
+	}}
+	if err := c.Create(ctx, handmade); err != nil {
+		t.Fatal(err)
+	}
+	srv := gittest.New(t, "", "")
+	srv.Commit("main", map[string]string{"pool.yaml": poolYAML(name, "")})
+	gs := newGitSync(t, srv.URL(), nil)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+
+	adoptions := func() []string {
+		list := &eventsv1.EventList{}
+		if err := c.List(ctx, list, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range list.Items {
+			if e.Regarding.Name == gs.Name && e.Reason == gitsync.ReasonAdopted {
+				out = append(out, e.Type+": "+e.Note)
+			}
+		}
+		return out
+	}
+	testcluster.Eventually(t, "an Adopted event", func() (bool, string) {
+		got := adoptions()
+		return len(got) == 1 && strings.Contains(got[0], "Warning: ") && strings.Contains(got[0], `NodePool "`+name+`" (pool.yaml, document 1)`) &&
+			strings.Contains(got[0], "created outside this GitSync"), fmt.Sprintf("events %q", got)
+	})
+
+	srv.Commit("main", map[string]string{"pool.yaml": poolYAML(name, "  labels: {team: a}\n")})
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	time.Sleep(time.Second) // let the recorder flush
+	if got := adoptions(); len(got) != 1 {
+		t.Errorf("events after changing an object the GitSync owns: %q, want the one adoption", got)
+	}
+}
+
+// TestDeletionPolicy: deleting a GitSync leaves its objects by default
+// (Orphan), and with deletionPolicy Delete prunes them first, except one
+// annotated agentsandbox.dev/prune: disabled, before the GitSync goes.
+func TestDeletionPolicy(t *testing.T) {
+	for _, policy := range []v1.GitSyncDeletionPolicy{"", v1.DeletionDelete} {
+		t.Run("policy="+string(policy), func(t *testing.T) {
+			t.Parallel()
+			c := testcluster.Get(t).Client
+			ctx := context.Background()
+			pool, kept := testcluster.Name("del"), testcluster.Name("del-kept")
+			srv := gittest.New(t, "", "")
+			srv.Commit("main", map[string]string{
+				"pool.yaml": poolYAML(pool, ""),
+				"kept.yaml": poolYAML(kept, "  annotations: {agentsandbox.dev/prune: disabled}\n"),
+			})
+			gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.DeletionPolicy = policy })
+			t.Cleanup(func() {
+				for _, name := range []string{pool, kept} {
+					_ = c.Delete(ctx, &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}})
+				}
+			})
+			synced := sync(t, gs)
+			wantReady(t, synced, metav1.ConditionTrue, gitsync.ReasonSucceeded)
+			if got := controllerutil.ContainsFinalizer(synced, v1.FinalizerGitSyncPrune); got != (policy == v1.DeletionDelete) {
+				t.Errorf("finalizer %s present: %v, with deletionPolicy %q", v1.FinalizerGitSyncPrune, got, policy)
+			}
+
+			if err := c.Delete(ctx, gs); err != nil {
+				t.Fatal(err)
+			}
+			testcluster.Eventually(t, "the GitSync to be gone", func() (bool, string) {
+				err := c.Get(ctx, client.ObjectKeyFromObject(gs), &v1.GitSync{})
+				return apierrors.IsNotFound(err), fmt.Sprintf("get: %v", err)
+			})
+			exists := func(name string) bool {
+				err := c.Get(ctx, client.ObjectKey{Name: name}, &v1.NodePool{})
+				if err != nil && !apierrors.IsNotFound(err) {
+					t.Fatal(err)
+				}
+				return err == nil
+			}
+			if got, want := exists(pool), policy != v1.DeletionDelete; got != want {
+				t.Errorf("pool %s exists after deleting the GitSync (deletionPolicy %q): %v, want %v", pool, policy, got, want)
+			}
+			if !exists(kept) {
+				t.Errorf("pool %s, annotated prune: disabled, was deleted with the GitSync", kept)
+			}
+		})
 	}
 }

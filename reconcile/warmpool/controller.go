@@ -18,14 +18,13 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"github.com/fluxcd/pkg/runtime/patch"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -158,17 +157,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if !pool.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // members go by garbage collection
 	}
-	patcher := patch.NewSerialPatcher(pool, r.Client)
+	before := pool.DeepCopy()
 	readyBefore := conditions.Get(pool, v1.ReadyCondition).DeepCopy()
 	defer func() {
 		r.recordReadyTransition(pool, readyBefore)
-		// An object deleted meanwhile has no status left to write; the
-		// helper reports that as an aggregate, which FilterOut unpacks.
-		err := kerrors.FilterOut(patcher.Patch(ctx, pool, patch.WithOwnedConditions{Conditions: []string{
-			v1.ReadyCondition, v1.ReconcilingCondition, v1.StalledCondition,
-		}}, patch.WithStatusObservedGeneration{}), apierrors.IsNotFound)
-		if err != nil && retErr == nil {
-			retErr = fmt.Errorf("failed to patch status: %w", err)
+		err := r.patchStatus(ctx, before, pool)
+		switch {
+		case apierrors.IsConflict(err):
+			// The cache was behind: again once it has caught up.
+			result = ctrl.Result{Requeue: true}
+		case err != nil && retErr == nil:
+			retErr = err
 		}
 	}()
 	pool.Status.Selector = labels.SelectorFromSet(labels.Set{v1.LabelWarmPool: pool.Name, v1.LabelMember: v1.MemberAvailable}).String()
@@ -268,6 +267,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{RequeueAfter: expectationTTL}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// patchStatus writes the status when it changed, as a merge patch
+// conditional on the resourceVersion the pass started from. The cache can
+// be behind the controller's own last write, and a patch of the difference
+// from such a stale copy leaves alone the fields that changed since: a
+// pool once showed replicas 0 beside "6 of 6 members Ready". A conflict
+// says the copy was stale; the controller owns every condition of a pool,
+// so the list is written whole.
+func (r *Reconciler) patchStatus(ctx context.Context, before, pool *v1.WarmPool) error {
+	pool.Status.ObservedGeneration = pool.Generation
+	if equality.Semantic.DeepEqual(before.Status, pool.Status) {
+		return nil
+	}
+	err := r.Status().Patch(ctx, pool, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to patch status: %w", err)
+	}
+	return nil
 }
 
 // removeOrphanedMembers deletes the unclaimed members of a pool that is
