@@ -2,7 +2,8 @@
 # `make test`: every check and every test, against the local cluster.
 #
 # Builds the pinned tools (cached), checks that generated files are current,
-# gofmt and go vet, then runs `go test ./...` against the local kwok cluster
+# gofmt and go vet, then runs `go test ./...` (through gotestsum, which lists
+# the 20 slowest tests at the end) against the local kwok cluster
 # with a real node joined to it (hack/node.sh) when this machine can run
 # one, then fuzzes the GitSync declaration decoder for FUZZTIME (default 30s).
 # A cluster this script starts is stopped when it exits, pass or fail; one
@@ -61,8 +62,17 @@ log "go test ./... (cluster started by this run: ${started})"
 # package, up to 8 parallel tests at once (go test's default is one per
 # core, 2 here): they spend their time waiting on the API server and the
 # controllers, not computing.
+# Through gotestsum, which prints what go test prints and keeps the JSON
+# events, from which the slowest tests are listed at the end, pass or fail:
+# where make test's minutes go.
+report="$(mktemp -t agentsandbox-test-XXXXXX.json)"
+gotestsum="$(tools/build.sh --print-bin gotestsum)/gotestsum"
+status=0
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
-go test ${GO_TEST_FLAGS:--count=1 -p 1 -parallel 8 -timeout 45m} ./...
+"${gotestsum}" --format standard-quiet --jsonfile "${report}" -- ${GO_TEST_FLAGS:--count=1 -p 1 -parallel 8 -timeout 45m} ./... || status=$?
+log "the 20 slowest tests (all events: ${report})"
+"${gotestsum}" tool slowest --jsonfile "${report}" --num 20 >&2 || true
+[[ ${status} -eq 0 ]] || exit "${status}"
 log "fuzzing the GitSync declaration decoder for ${FUZZTIME:=30s}"
 make --no-print-directory fuzz FUZZTIME="${FUZZTIME}"
 log "all tests passed in $((SECONDS - start))s"

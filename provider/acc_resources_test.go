@@ -350,3 +350,44 @@ func TestAccConflictWithAnotherDeclaration(t *testing.T) {
 		},
 	})
 }
+
+// TestAccMissingReferenceFailsTheApply: an object that names another which
+// does not exist (and which nothing in the apply creates) fails the apply
+// once the reference has stayed missing for referenceGrace, saying which,
+// instead of waiting out the create timeout.
+func TestAccMissingReferenceFailsTheApply(t *testing.T) {
+	missing := testcluster.Name("missing")
+	cases := []struct{ name, typeName, config string }{
+		{"sandbox", "sandbox", `
+resource "agentsandbox_sandbox" "test" {
+  name     = %q
+  spec     = { template_ref = { name = %q } }
+  timeouts = { create = "5m" }
+}`},
+		{"warm pool", "warm_pool", `
+resource "agentsandbox_warm_pool" "test" {
+  name     = %q
+  spec     = { template_ref = { name = %q }, replicas = 1 }
+  timeouts = { create = "5m" }
+}`},
+		{"template", "template", `
+resource "agentsandbox_template" "test" {
+  name     = %q
+  spec     = { image = "python:3.12", node_pool_ref = { name = %q } }
+  timeouts = { create = "5m" }
+}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := testcluster.Name("ref")
+			resource.ParallelTest(t, resource.TestCase{
+				ProtoV6ProviderFactories: factories,
+				CheckDestroy:             func(*terraform.State) error { return lifecycle{typeName: tc.typeName}.gone(t, name) },
+				Steps: []resource.TestStep{{
+					Config:      providerConfig(t) + fmt.Sprintf(tc.config, name, missing),
+					ExpectError: regexp.MustCompile(`cannot become ready:[\s\S]*"` + missing + `"[\s\S]*does\s+not\s+exist[\s\S]*\(for\s+3\ds;\s+nothing\s+created\s+it\)`),
+				}},
+			})
+		})
+	}
+}

@@ -22,12 +22,22 @@ const pollInterval = 250 * time.Millisecond
 // a change of configuration.
 type readiness func(obj *unstructured.Unstructured) (ready bool, progress string, err error)
 
-// waitReady polls the object until ready says so, the object stalls, or ctx
-// ends. Progress goes to the log whenever it changes.
+// referenceGrace is how long a wait lets an object name another that does
+// not exist (v1alpha1.MissingReference: a sandbox's template, say) before it
+// fails the apply, rather than waiting out the timeout for what nothing may
+// create: long enough for the same apply to create the other in parallel,
+// when the configuration names it by a literal, not by an attribute that
+// would order the two.
+const referenceGrace = 30 * time.Second
+
+// waitReady polls the object until ready says so, the object stalls, a
+// reference stays missing for referenceGrace, or ctx ends. Progress goes to
+// the log whenever it changes.
 func (o objects) waitReady(ctx context.Context, name string) (*unstructured.Unstructured, error) {
 	start := time.Now()
 	var live *unstructured.Unstructured
 	var progress string
+	var missingSince time.Time
 	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
 		var err error
 		if live, err = o.get(ctx, name); err != nil {
@@ -36,6 +46,15 @@ func (o objects) waitReady(ctx context.Context, name string) (*unstructured.Unst
 		ready, now, err := o.kind.ready(live)
 		if err != nil {
 			return false, fmt.Errorf("%s %q cannot become ready: %w", o.kind.noun, name, err)
+		}
+		switch status, reason, msg := condition(live, v1.ReadyCondition); {
+		case ready || status != "False" || !observed(live) || !v1.MissingReference(reason):
+			missingSince = time.Time{}
+		case missingSince.IsZero():
+			missingSince = time.Now()
+		case time.Since(missingSince) >= referenceGrace:
+			return false, fmt.Errorf("%s %q cannot become ready: %s (for %s; nothing created it)",
+				o.kind.noun, name, msg, time.Since(missingSince).Round(time.Second))
 		}
 		if now != progress {
 			progress = now
@@ -62,18 +81,19 @@ func observed(obj *unstructured.Unstructured) bool {
 	return gen >= obj.GetGeneration()
 }
 
-// condition returns a status condition's status and message.
-func condition(obj *unstructured.Unstructured, typ string) (status, message string) {
+// condition returns a status condition's status, reason and message.
+func condition(obj *unstructured.Unstructured, typ string) (status, reason, message string) {
 	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
 	for _, c := range conds {
 		m, _ := c.(map[string]any)
 		if m["type"] == typ {
 			status, _ = m["status"].(string)
+			reason, _ = m["reason"].(string)
 			message, _ = m["message"].(string)
-			return status, message
+			return status, reason, message
 		}
 	}
-	return "", ""
+	return "", "", ""
 }
 
 // readyCondition waits for Ready=True on the current generation and gives
@@ -83,10 +103,10 @@ func readyCondition(obj *unstructured.Unstructured) (bool, string, error) {
 	if !observed(obj) {
 		return false, "waiting for the reconciler to see this generation", nil
 	}
-	if status, msg := condition(obj, v1.StalledCondition); status == "True" {
+	if status, _, msg := condition(obj, v1.StalledCondition); status == "True" {
 		return false, msg, errors.New(msg)
 	}
-	status, msg := condition(obj, v1.ReadyCondition)
+	status, _, msg := condition(obj, v1.ReadyCondition)
 	if msg == "" {
 		msg = "no Ready condition yet"
 	}

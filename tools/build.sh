@@ -28,11 +28,12 @@ tool_version() {
 	tofu) echo "${OPENTOFU_VERSION}" ;;
 	controller-gen) echo "${CONTROLLER_GEN_VERSION}" ;;
 	tfplugindocs) echo "${TFPLUGINDOCS_VERSION}" ;;
+	gotestsum) echo "${GOTESTSUM_VERSION}" ;;
 	containerd) echo "${CONTAINERD_VERSION}" ;;
 	gvisor) echo "${GVISOR_VERSION}" ;;
 	kube-router) echo "${KUBE_ROUTER_VERSION}" ;;
 	*)
-		echo "unknown tool $1 (want kube, etcd, kwok, tofu, controller-gen, tfplugindocs, containerd, gvisor, kube-router)" >&2
+		echo "unknown tool $1 (want kube, etcd, kwok, tofu, controller-gen, tfplugindocs, gotestsum, containerd, gvisor, kube-router)" >&2
 		return 1
 		;;
 	esac
@@ -111,6 +112,10 @@ build_tfplugindocs() {
 	GOBIN="$1" go install "github.com/hashicorp/terraform-plugin-docs/cmd/tfplugindocs@${TFPLUGINDOCS_VERSION}"
 }
 
+build_gotestsum() {
+	GOBIN="$1" go install "gotest.tools/gotestsum@${GOTESTSUM_VERSION}"
+}
+
 build_containerd() {
 	local src
 	src="$(module_copy github.com/containerd/containerd/v2 "${CONTAINERD_VERSION}")"
@@ -177,5 +182,5 @@ if [[ "${1:-}" == "--print-bin" ]]; then
 fi
 
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok controller-gen kube tofu tfplugindocs containerd gvisor kube-router)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok controller-gen kube tofu tfplugindocs gotestsum containerd gvisor kube-router)
 for t in "${tools[@]}"; do ensure "$t"; done

@@ -109,7 +109,7 @@ func TestDefaultsAreApplied(t *testing.T) {
 	gs := gitSync(testcluster.Name("defaults"))
 	create(t, c, gs)
 	wantGit := v1.GitSyncSpec{
-		URL: gs.Spec.URL, Ref: v1.GitRef{Branch: "main"}, Path: "./", Prune: ptr.To(true),
+		URL: gs.Spec.URL, Ref: v1.GitRef{Branch: "main"}, Path: "./", Prune: ptr.To(true), DeletionPolicy: v1.DeletionOrphan,
 		Interval: metav1.Duration{Duration: 5 * time.Minute}, Timeout: metav1.Duration{Duration: 2 * time.Minute},
 	}
 	if diff := cmp.Diff(wantGit, gs.Spec); diff != "" {

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "strings"
+
 // Category is the kubectl category every kind of this API belongs to, so
 // `kubectl get agentsandbox` lists them all.
 const Category = "agentsandbox"
@@ -12,6 +14,13 @@ const (
 	ReconcilingCondition = "Reconciling"
 	StalledCondition     = "Stalled"
 )
+
+// MissingReference reports whether a Ready reason says the object names
+// another that does not exist (TemplateNotFound, WarmPoolNotFound,
+// NodePoolNotFound): not Stalled, since creating the other heals it
+// without a change to this one, but what a wait for readiness (Terraform's)
+// need not wait out when nothing creates it.
+func MissingReference(reason string) bool { return strings.HasSuffix(reason, "NotFound") }
 
 // Labels and annotations the controllers put on the objects they create. They
 // live here, beside the types, so the reconciler, the CLI and the provider

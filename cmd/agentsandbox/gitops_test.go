@@ -8,6 +8,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -443,5 +444,26 @@ func TestGitCredentials(t *testing.T) {
 	}
 	if err := c.Get(context.Background(), client.ObjectKey{Name: pool}, &v1.NodePool{}); err != nil {
 		t.Errorf("sync --once did not create the pool: %v", err)
+	}
+}
+
+// TestDiffPrintsNoClientLogging: the built binary diffs 60 declarations (a
+// dry run each) without client-go's throttling (5 requests a second by
+// default) and so without its log lines ("Waited … due to client-side
+// throttling"), which scripts would read as output.
+func TestDiffPrintsNoClientLogging(t *testing.T) {
+	dir, run := t.TempDir(), testcluster.Name("quiet")
+	for file, decl := range testcluster.TemplateFiles(map[string]string{}, "t", 60, run) {
+		writeDecl(t, dir, strings.ReplaceAll(file, "/", "-"), decl)
+	}
+	cmd := command(t, testcluster.Developer{Kubeconfig: testcluster.Get(t).Kubeconfig}, "diff", "--path", dir)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	_ = cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != 1 || strings.Count(stdout.String(), ": created") != 60 {
+		t.Errorf("diff of 60 new templates: exit %d, stdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	if klogLine := regexp.MustCompile(`(?m)^[IWEF]\d{4} \d\d:\d\d`); klogLine.MatchString(stdout.String() + stderr.String()) {
+		t.Errorf("client-go's log lines in the output:\n%s%s", stdout.String(), stderr.String())
 	}
 }

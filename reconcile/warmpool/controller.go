@@ -46,6 +46,9 @@ const (
 	ReasonFull             = "PoolFull"
 	ReasonFilling          = "Filling"
 	ReasonTemplateNotReady = "TemplateNotReady"
+	// ReasonTemplateNotFound: spec.templateRef names no template (see
+	// v1alpha1.MissingReference).
+	ReasonTemplateNotFound = "TemplateNotFound"
 	// ReasonUnschedulable: some members' pods cannot be placed on a node.
 	// They are kept, not rebuilt: a new pod would not fit either, and they
 	// start as soon as a node they fit joins.
@@ -172,10 +175,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}()
 	pool.Status.Selector = labels.SelectorFromSet(labels.Set{v1.LabelWarmPool: pool.Name, v1.LabelMember: v1.MemberAvailable}).String()
 
-	tpl, nodePool, problem, err := r.template(ctx, pool)
+	tpl, nodePool, reason, problem, err := r.template(ctx, pool)
 	if err != nil || problem != "" {
 		if problem != "" {
-			conditions.MarkFalse(pool, v1.ReadyCondition, ReasonTemplateNotReady, "%s", problem)
+			conditions.MarkFalse(pool, v1.ReadyCondition, reason, "%s", problem)
 		}
 		return ctrl.Result{}, err
 	}
@@ -312,30 +315,29 @@ func (r *Reconciler) removeOrphanedMembers(ctx context.Context, pool string) err
 }
 
 // template returns the pool's template and node pool, or why the pool cannot
-// be filled yet.
-func (r *Reconciler) template(ctx context.Context, pool *v1.WarmPool) (*v1.SandboxTemplate, *v1.NodePool, string, error) {
-	tpl := &v1.SandboxTemplate{}
+// be filled yet (a reason of the Ready condition and a message).
+func (r *Reconciler) template(ctx context.Context, pool *v1.WarmPool) (tpl *v1.SandboxTemplate, np *v1.NodePool, reason, problem string, err error) {
+	tpl = &v1.SandboxTemplate{}
 	if err := r.Get(ctx, types.NamespacedName{Name: pool.Spec.TemplateRef.Name}, tpl); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil, fmt.Sprintf("SandboxTemplate %q does not exist", pool.Spec.TemplateRef.Name), nil
+			return nil, nil, ReasonTemplateNotFound, fmt.Sprintf("spec.templateRef names SandboxTemplate %q, which does not exist; create it or fix the reference", pool.Spec.TemplateRef.Name), nil
 		}
-		return nil, nil, "", err
+		return nil, nil, "", "", err
 	}
 	if c := conditions.Get(tpl, v1.ReadyCondition); c == nil || c.Status != metav1.ConditionTrue || tpl.Status.ObservedGeneration != tpl.Generation {
 		msg := fmt.Sprintf("SandboxTemplate %q is not Ready yet", tpl.Name)
 		if c != nil && c.Status == metav1.ConditionFalse {
 			msg = fmt.Sprintf("SandboxTemplate %q is not Ready: %s", tpl.Name, c.Message)
 		}
-		return nil, nil, msg, nil
+		return nil, nil, ReasonTemplateNotReady, msg, nil
 	}
 	if ref := tpl.Spec.NodePoolRef; ref != nil {
-		np := &v1.NodePool{}
+		np = &v1.NodePool{}
 		if err := r.Get(ctx, types.NamespacedName{Name: ref.Name}, np); err != nil {
-			return nil, nil, "", fmt.Errorf("failed to get NodePool %s: %w", ref.Name, err)
+			return nil, nil, "", "", fmt.Errorf("failed to get NodePool %s: %w", ref.Name, err)
 		}
-		return tpl, np, "", nil
 	}
-	return tpl, nil, "", nil
+	return tpl, np, "", "", nil
 }
 
 // plan chooses the members to keep and to delete: stale members go at once
@@ -520,7 +522,7 @@ func (r *Reconciler) recordReadyTransition(pool *v1.WarmPool, before *metav1.Con
 }
 
 func problem(reason string) bool {
-	return reason == ReasonTemplateNotReady || reason == ReasonUnschedulable || reason == ReasonBuildFailed
+	return reason == ReasonTemplateNotReady || reason == ReasonTemplateNotFound || reason == ReasonUnschedulable || reason == ReasonBuildFailed
 }
 
 func ptrOr(p *int32, def int32) int32 {

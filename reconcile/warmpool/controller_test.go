@@ -221,13 +221,14 @@ func TestBrokenTemplateGivesAClearCondition(t *testing.T) {
 		Spec:       v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: "no-such-template"}},
 	}
 	create(t, c, pool)
-	testcluster.Eventually(t, "TemplateNotReady naming the template", func() (bool, string) {
+	testcluster.Eventually(t, "TemplateNotFound naming the template", func() (bool, string) {
 		got := &v1.WarmPool{}
 		if err := c.Get(context.Background(), client.ObjectKeyFromObject(pool), got); err != nil {
 			return false, err.Error()
 		}
 		cond := conditions.Get(got, v1.ReadyCondition)
-		return cond != nil && cond.Reason == "TemplateNotReady" && strings.Contains(cond.Message, `"no-such-template" does not exist`), fmt.Sprint(cond)
+		return cond != nil && cond.Reason == warmpool.ReasonTemplateNotFound && v1.MissingReference(cond.Reason) &&
+			strings.Contains(cond.Message, `"no-such-template", which does not exist`), fmt.Sprint(cond)
 	})
 	// A claim against the pool says the same, and waits rather than fails.
 	sbx := &v1.Sandbox{
