@@ -1,0 +1,5 @@
+# Terraform >= 1.5 and OpenTofu: import by name in the configuration, then plan and apply.
+import {
+  to = agentsandbox_warm_pool.python
+  id = "python"
+}
