@@ -6,13 +6,16 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
 )
 
@@ -79,6 +82,35 @@ func TestFilesRoundTrip(t *testing.T) {
 	if _, err := alice.client.ReadFile(ctx, sbx.Name, "missing", io.Discard, sandboxclient.FileOptions{}); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing file: %v", err)
 	}
+	// The short upload's process in the sandbox may still be starting: the
+	// workspace is removed when the test ends, and must not change under
+	// that removal. (On kwok, whose exec never delivers the end of stdin,
+	// that process then waits for the rest for good.)
+	waitUnchanging(t, filepath.Join(workspace, "data"))
+}
+
+// waitUnchanging waits until two listings of dir 500 ms apart are the same.
+func waitUnchanging(t *testing.T, dir string) {
+	t.Helper()
+	list := func() string {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return err.Error()
+		}
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return fmt.Sprint(names)
+	}
+	last := list()
+	testcluster.Eventually(t, dir+" to stop changing", func() (bool, string) {
+		time.Sleep(500 * time.Millisecond)
+		now := list()
+		same := now == last
+		last = now
+		return same, now
+	})
 }
 
 // TestFilesStayInTheWorkspace tries to leave the workspace by "..", by an
