@@ -161,8 +161,11 @@ func mayNotActFor(t *testing.T, who string, c, admin client.Client, theirs *v1.S
 	if err := admin.Get(ctx, client.ObjectKeyFromObject(theirs), stop); err != nil {
 		t.Fatal(err)
 	}
+	before := stop.DeepCopy()
 	stop.Spec.State = v1.SandboxStopped
-	forbidden(t, who+" stopping "+owner+"'s sandbox", c.Update(ctx, stop), "may change it")
+	// A merge patch carries no resourceVersion: a write of the controller
+	// meanwhile cannot turn the refusal into a conflict.
+	forbidden(t, who+" stopping "+owner+"'s sandbox", c.Patch(ctx, stop, client.MergeFrom(before)), "may change it")
 	forbidden(t, who+" deleting "+owner+"'s sandbox", c.Delete(ctx, theirs), "may delete it")
 }
 
