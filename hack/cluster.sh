@@ -14,12 +14,25 @@
 # (default ~/.cache/agentsandbox/kubeconfig). RBAC is on and the audit policy
 # in hack/cluster/audit-policy.yaml logs agentsandbox.dev and pods/exec
 # requests to $AGENTSANDBOX_CACHE/kwok/clusters/agentsandbox/logs/audit.log.
+#
+# AGENTSANDBOX_CLUSTER=NAME drives another local cluster beside that one,
+# with its own ports, state and kubeconfig ($AGENTSANDBOX_CACHE/kubeconfig-NAME):
+# make test runs two test packages at once, each on a cluster of its own
+# (hack/test.sh). The real node (hack/node.sh) joins the default cluster only.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${AGENTSANDBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agentsandbox}"
-name=agentsandbox
-kubeconfig="${cache}/kubeconfig"
+default_name=agentsandbox
+name="${AGENTSANDBOX_CLUSTER:-${default_name}}"
+if [[ ! "${name}" =~ ^[a-z0-9]([a-z0-9-]*[a-z0-9])?$ ]]; then
+	echo "AGENTSANDBOX_CLUSTER=${name}: a cluster name is lower-case letters, digits and '-'" >&2
+	exit 2
+fi
+# The default cluster keeps the paths it always had (make demo, the README).
+suffix=""
+[[ "${name}" == "${default_name}" ]] || suffix="-${name}"
+kubeconfig="${cache}/kubeconfig${suffix}"
 export KWOK_WORKDIR="${cache}/kwok"
 
 # Node groups: name prefix and count. Sandboxes without a node pool land on
@@ -31,6 +44,11 @@ log() { printf '==> %s\n' "$*" >&2; }
 
 bin() { echo "$("${root}/tools/build.sh" --print-bin "$1")/$2"; }
 kubectl() { "$(bin kube kubectl)" --kubeconfig "${kubeconfig}" "$@"; }
+
+# has_node is true when a real node (hack/node.sh) is joined to this cluster.
+has_node() {
+	[[ -z "${suffix}" && -d "${cache}/node/pids" ]]
+}
 
 healthy() {
 	[[ -f "${kubeconfig}" ]] && kubectl get --raw /readyz >/dev/null 2>&1
@@ -66,7 +84,7 @@ YAML
 # ask for the cluster at the same moment.
 lock() {
 	mkdir -p "${cache}"
-	exec 9>"${cache}/cluster.lock"
+	exec 9>"${cache}/cluster${suffix}.lock"
 	flock 9
 }
 
@@ -114,8 +132,8 @@ YAML
 # cluster whose rendered configuration differs from the current one (started
 # before kwok.yaml changed) is recreated, so nobody tests against a stale
 # node setup.
-streams_dir="${cache}/kwok-streams"
-config="${cache}/kwok.yaml"
+streams_dir="${cache}/kwok-streams${suffix}"
+config="${cache}/kwok${suffix}.yaml"
 
 rendered_config() {
 	sed -e "s|@STREAMS_DIR@|${streams_dir}|g" -e "s|@PKI_DIR@|${KWOK_WORKDIR}/clusters/${name}/pki|g" \
@@ -136,7 +154,7 @@ up() {
 		# A cluster whose processes died (machine restart, kill) or whose
 		# configuration changed is rebuilt rather than repaired: its state
 		# is disposable. A real node joined to the old one goes with it.
-		if [[ -d "${cache}/node/pids" ]]; then
+		if has_node; then
 			"${root}/hack/node.sh" down 9>&-
 		fi
 		"$(bin kwok kwokctl)" delete cluster --name "${name}" >/dev/null 2>&1 || true
@@ -180,7 +198,7 @@ up() {
 down() {
 	# A real node joined to the cluster (hack/node.sh) goes first: its
 	# kubelet would outlive the API server it reports to.
-	if [[ -d "${cache}/node/pids" ]]; then
+	if has_node; then
 		"${root}/hack/node.sh" down
 	fi
 	lock
@@ -189,7 +207,7 @@ down() {
 	fi
 	rm -f "${kubeconfig}"
 	# make demo's OpenTofu state describes objects of this cluster only.
-	rm -rf "${cache}/demo-tofu"
+	[[ -n "${suffix}" ]] || rm -rf "${cache}/demo-tofu"
 	# kwokctl stops the processes it started; make sure nothing outlived it
 	# (for example after an interrupted create).
 	pkill -f "${KWOK_WORKDIR}/clusters/${name}/" 2>/dev/null || true

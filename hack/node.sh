@@ -31,6 +31,9 @@
 # chains and rules, nft tables, ipsets, mounts, network namespaces, cgroups)
 # is recorded first and undone by down.
 set -euo pipefail
+# The node joins the default local cluster, whatever other cluster
+# (hack/cluster.sh, AGENTSANDBOX_CLUSTER) the caller drives.
+unset AGENTSANDBOX_CLUSTER
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${AGENTSANDBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agentsandbox}"

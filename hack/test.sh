@@ -3,15 +3,17 @@
 #
 # Builds the pinned tools (cached), checks that generated files are current,
 # gofmt and go vet, then runs `go test ./...` (through gotestsum, which lists
-# the 20 slowest tests at the end) against the local kwok cluster
-# with a real node joined to it (hack/node.sh) when this machine can run
-# one, then fuzzes the GitSync declaration decoder for FUZZTIME (default 30s).
-# A cluster this script starts is stopped when it exits, pass or fail; one
-# that was already running (make cluster-up, make demo) is recreated empty
-# first and left running.
+# the 20 slowest tests at the end) against TEST_CLUSTERS (default 2) local
+# kwok clusters, one package on each at a time, the first with a real node
+# joined to it (hack/node.sh) when this machine can run one, then fuzzes the
+# GitSync declaration decoder for FUZZTIME (default 30s).
+# A cluster this script starts is stopped when it exits, pass or fail; a
+# default one that was already running (make cluster-up, make demo) is
+# recreated empty first and left running.
 #
 # To run the same tests against another cluster (kind, say), skip this script:
 #   KUBECONFIG=$HOME/.kube/kind go test ./...
+# (the packages then take turns on that one cluster).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,7 +28,24 @@ make --no-print-directory verify-generate
 log "gofmt and go vet"
 make --no-print-directory lint
 
+# Test packages run two at a time (TEST_CLUSTERS), each on a local cluster
+# of its own: every package runs the reconciler in-process, and two
+# reconcilers acting on one cluster's objects is not how it runs. A package
+# takes a free cluster of those AGENTSANDBOX_TEST_CLUSTERS names and holds it
+# until it ends (internal/testcluster); the first is the default cluster,
+# the one the real node joins.
+clusters=(agentsandbox)
+for ((i = 2; i <= ${TEST_CLUSTERS:=2}; i++)); do clusters+=("agentsandbox-${i}"); done
+
 started=false
+node=false
+cleanup() {
+	if ${node}; then hack/node.sh down; fi
+	local name
+	for name in "${clusters[@]:1}"; do AGENTSANDBOX_CLUSTER="${name}" hack/cluster.sh down; done
+	if ${started}; then hack/cluster.sh down; fi
+}
+trap cleanup EXIT
 if hack/cluster.sh status; then
 	# Tests create the example objects under their own names, which a
 	# `make demo` leaves behind: start from a clean cluster, and leave it
@@ -35,17 +54,25 @@ if hack/cluster.sh status; then
 	hack/cluster.sh down
 else
 	started=true
-	trap 'hack/cluster.sh down' EXIT
 fi
+# The other clusters start meanwhile, from nothing: they exist for the tests.
+pids=()
+for name in "${clusters[@]:1}"; do
+	(AGENTSANDBOX_CLUSTER="${name}" hack/cluster.sh down 2>/dev/null && AGENTSANDBOX_CLUSTER="${name}" hack/cluster.sh up) &
+	pids+=("$!")
+done
 hack/cluster.sh up
+for pid in "${pids[@]}"; do wait "${pid}"; done
 KUBECONFIG="$(hack/cluster.sh kubeconfig)"
 export KUBECONFIG
+AGENTSANDBOX_TEST_CLUSTERS="$(IFS=,; echo "${clusters[*]}")"
+export AGENTSANDBOX_TEST_CLUSTERS
 
 # The real node runs sandboxes for real (realnode/); it is taken down when
 # the tests end, pass or fail. Where the machine cannot run it the realnode
 # tests skip, saying why, except in CI, which must prove isolation.
 if hack/node.sh check; then
-	trap 'hack/node.sh down; if ${started}; then hack/cluster.sh down; fi' EXIT
+	node=true
 	hack/node.sh up
 	export AGENTSANDBOX_REAL_NODE=true
 elif [[ "${CI:-}" == true ]]; then
@@ -55,13 +82,11 @@ else
 	log "the real-node tests (realnode/) will skip: this machine cannot run the node (above)"
 fi
 
-log "go test ./... (cluster started by this run: ${started})"
-# One package at a time (-p 1): controller test packages each run the
-# reconciler in-process without leader election, and two reconcilers acting
-# on the same objects at once is not how it runs in a cluster. Within a
-# package, up to 8 parallel tests at once (go test's default is one per
-# core, 2 here): they spend their time waiting on the API server and the
-# controllers, not computing.
+log "go test ./... on ${#clusters[@]} clusters (${AGENTSANDBOX_TEST_CLUSTERS})"
+# As many packages at once as there are clusters (-p); within a package, up
+# to 8 parallel tests at once (go test's default is one per core, 2 here):
+# they spend their time waiting on the API server and the controllers, not
+# computing.
 # Through gotestsum, which prints what go test prints and keeps the JSON
 # events, from which the slowest tests are listed at the end, pass or fail:
 # where make test's minutes go.
@@ -69,7 +94,7 @@ report="$(mktemp -t agentsandbox-test-XXXXXX.json)"
 gotestsum="$(tools/build.sh --print-bin gotestsum)/gotestsum"
 status=0
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
-"${gotestsum}" --format standard-quiet --jsonfile "${report}" -- ${GO_TEST_FLAGS:--count=1 -p 1 -parallel 8 -timeout 45m} ./... || status=$?
+"${gotestsum}" --format standard-quiet --jsonfile "${report}" -- ${GO_TEST_FLAGS:--count=1 -p ${#clusters[@]} -parallel 8 -timeout 45m} ./... || status=$?
 log "the 20 slowest tests (all events: ${report})"
 "${gotestsum}" tool slowest --jsonfile "${report}" --num 20 >&2 || true
 [[ ${status} -eq 0 ]] || exit "${status}"

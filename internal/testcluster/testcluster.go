@@ -2,9 +2,17 @@
 // agentsandbox.dev CRDs installed.
 //
 // With KUBECONFIG set, tests use that cluster (a kind cluster, say) unchanged.
-// Without it they start, or reuse, the local kwok cluster of hack/cluster.sh,
-// which `make test` brings up and tears down around the whole run. Tests take
-// unique names from Name, so packages and parallel tests share one cluster.
+// Without it they start, or reuse, the local kwok cluster of hack/cluster.sh.
+// `make test` instead brings up several local clusters and names them in
+// AGENTSANDBOX_TEST_CLUSTERS, so that go test runs packages side by side.
+//
+// A test package holds its cluster alone while it runs: each package runs
+// the reconciler in-process, and two reconcilers acting on the same objects
+// is not how it runs in a cluster. Connect takes a free cluster of those
+// offered (an exclusive lock per kubeconfig, released when the test binary
+// exits) and waits while none is free, so `go test ./...` is safe whatever
+// its -p. Parallel tests of one package share its cluster, taking unique
+// names from Name.
 package testcluster
 
 import (
@@ -83,24 +91,58 @@ func Connect() (*Cluster, error) {
 	return cluster, err
 }
 
+// TestClustersEnv lists the names of local clusters (hack/cluster.sh,
+// AGENTSANDBOX_CLUSTER) a test package may take, comma-separated; make test
+// sets it. It takes precedence over KUBECONFIG.
+const TestClustersEnv = "AGENTSANDBOX_TEST_CLUSTERS"
+
+// NodeCluster is the local cluster the real node (hack/node.sh) joins.
+const NodeCluster = "agentsandbox"
+
+var only string
+
+// Only restricts the clusters of TestClustersEnv this package may take to
+// name (NodeCluster for tests of the real node). Call it from TestMain,
+// before Connect.
+func Only(name string) { only = name }
+
+// candidate is a cluster a package may take.
+type candidate struct {
+	// name is the local cluster's name; empty for a KUBECONFIG of the user's.
+	name       string
+	kubeconfig string
+}
+
 func connect() (*Cluster, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
 	}
-	local, err := clusterScript(root, "kubeconfig")
+	local, err := clusterScript(root, "", "kubeconfig")
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Kubeconfig: os.Getenv("KUBECONFIG")}
-	if c.Kubeconfig == "" {
-		if _, err := clusterScript(root, "up"); err != nil {
+	candidates, err := offered(root, local)
+	if err != nil {
+		return nil, err
+	}
+	chosen, err := take(candidates)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Kubeconfig: chosen.kubeconfig}
+	if c.Local = chosen.name != "" || chosen.kubeconfig == local; c.Local {
+		if c.AuditLog, err = clusterScript(root, chosen.name, "audit-log"); err != nil {
 			return nil, err
 		}
-		c.Kubeconfig = local
 	}
-	if c.Local = c.Kubeconfig == local; c.Local {
-		if c.AuditLog, err = clusterScript(root, "audit-log"); err != nil {
+	// What the tests start (OpenTofu, the CLI, kubectl, hack/cluster.sh
+	// restart) acts on the same cluster.
+	if err := os.Setenv("KUBECONFIG", chosen.kubeconfig); err != nil {
+		return nil, err
+	}
+	if chosen.name != "" {
+		if err := os.Setenv("AGENTSANDBOX_CLUSTER", chosen.name); err != nil {
 			return nil, err
 		}
 	}
@@ -246,10 +288,15 @@ func RepoRoot() (string, error) {
 	}
 }
 
-// clusterScript runs hack/cluster.sh with one argument and returns its
-// trimmed standard output; progress goes to the test's stderr.
-func clusterScript(root, arg string) (string, error) {
+// clusterScript runs hack/cluster.sh with one argument on the local cluster
+// name ("": the one AGENTSANDBOX_CLUSTER names, by default the default one)
+// and returns its trimmed standard output; progress goes to the test's
+// stderr.
+func clusterScript(root, name, arg string) (string, error) {
 	cmd := exec.Command(filepath.Join(root, "hack", "cluster.sh"), arg)
+	if name != "" {
+		cmd.Env = append(os.Environ(), "AGENTSANDBOX_CLUSTER="+name)
+	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -414,7 +461,7 @@ func (c *Cluster) Restart(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := clusterScript(root, "restart"); err != nil {
+	if _, err := clusterScript(root, "", "restart"); err != nil {
 		t.Fatal(err)
 	}
 }

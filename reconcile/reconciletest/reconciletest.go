@@ -30,7 +30,7 @@ const ServiceAccount = "system:serviceaccount:agentsandbox-system:agentsandbox-r
 // Run starts a manager with the controllers that setup registers, runs the
 // package's tests (m.Run) and stops the manager. Use it from TestMain. The
 // manager runs without leader election and reconciles every object of the
-// cluster, so `make test` runs one package at a time (go test -p 1): two
+// cluster, which testcluster.Connect lets this package hold alone: two
 // reconcilers at once is not how it runs in a cluster.
 func Run(m *testing.M, setup func(ctrl.Manager) error) int {
 	// Errors only: a controller that cannot start its watches says why.

@@ -1,6 +1,7 @@
 package sandbox_test
 
 import (
+	"fmt"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -19,11 +20,25 @@ func TestMetricsCountSandboxes(t *testing.T) {
 	sbx := newSandbox(t, c, newTemplate(t, c, nil), nil)
 	waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
 
+	// The collector counts from the manager's cache, which may see the
+	// Ready status a moment after the API server answered waitCondition.
+	testcluster.Eventually(t, "the metrics to count the Ready sandbox", func() (bool, string) {
+		running, readyObservations := phaseMetrics(t)
+		return running >= 1 && readyObservations >= 1, fmt.Sprintf(
+			"agentsandbox_sandboxes{phase=Running} = %v (want at least 1), agentsandbox_sandbox_time_to_ready_seconds has %d observations (want at least 1)",
+			running, readyObservations)
+	})
+}
+
+// phaseMetrics reads the manager's registry (what /metrics serves): the
+// gauge of Running sandboxes and how many times-to-ready were observed.
+func phaseMetrics(t *testing.T) (running float64, readyObservations uint64) {
+	t.Helper()
 	families, err := metrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	running, readyObservations := -1.0, uint64(0)
+	running = -1
 	for _, f := range families {
 		for _, m := range f.GetMetric() {
 			switch f.GetName() {
@@ -36,12 +51,7 @@ func TestMetricsCountSandboxes(t *testing.T) {
 			}
 		}
 	}
-	if running < 1 {
-		t.Errorf("agentsandbox_sandboxes{phase=Running} = %v, want at least 1", running)
-	}
-	if readyObservations < 1 {
-		t.Errorf("agentsandbox_sandbox_time_to_ready_seconds has no observation")
-	}
+	return running, readyObservations
 }
 
 func label(m *dto.Metric, name string) string {
