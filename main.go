@@ -3,11 +3,11 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"log"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/version"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/provider"
@@ -16,10 +16,15 @@ import (
 func main() {
 	debug := flag.Bool("debug", false, "run with support for debuggers such as delve")
 	flag.Parse()
-	err := providerserver.Serve(context.Background(), provider.New(version.Version), providerserver.ServeOpts{
-		Address: provider.Address,
-		Debug:   *debug,
-	})
+	srv, err := provider.Server(version.Version)()
+	if err != nil {
+		log.Fatal(err)
+	}
+	var opts []tf6server.ServeOpt
+	if *debug {
+		opts = append(opts, tf6server.WithManagedDebug())
+	}
+	err = tf6server.Serve(provider.Address, func() tfprotov6.ProviderServer { return srv }, opts...)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-testing/echoprovider"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -69,7 +68,7 @@ func openTofuEnvironment() error {
 // factories serve the provider in-process; echo exposes ephemeral values
 // to state checks.
 var factories = map[string]func() (tfprotov6.ProviderServer, error){
-	"agentsandbox": providerserver.NewProtocol6WithError(New("test")()),
+	"agentsandbox": Server("test"),
 	"echo":         echoprovider.NewProviderServer(),
 }
 

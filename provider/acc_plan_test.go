@@ -78,11 +78,11 @@ func TestInvalidConfigurationsFailAtPlan(t *testing.T) {
 		{"duration", `resource "agentsandbox_sandbox" "s" {
   name = "alice"
   spec = { template_ref = { name = "a" }, ttl = "2 hours" }
-}`, `spec.ttl must be a duration`},
+}`, `spec.ttl must be a duration such as 90s, 30m or 8h, got: "2 hours"`},
 		{"sandbox name too long", `resource "agentsandbox_sandbox" "s" {
   name = "` + strings.Repeat("a", 56) + `"
   spec = { template_ref = { name = "a" } }
-}`, `name string length must be between 1 and 55`},
+}`, `name is 56 characters long but must be at most 55 characters long (the sandbox's namespace is named sandbox-<name>, and a namespace name has at most 63 characters)`},
 		{"name not a DNS label", `resource "agentsandbox_node_pool" "n" {
   name = "GVisor_Pool"
   spec = { runtime_handler = "runsc", node_selector = { pool = "gvisor" } }
@@ -112,7 +112,59 @@ func TestInvalidConfigurationsFailAtPlan(t *testing.T) {
 					Config:   unreachable + tc.config,
 					PlanOnly: true,
 					// The CLI wraps messages: any space may be a line break.
-					ExpectError: regexp.MustCompile(strings.ReplaceAll(tc.want, " ", `\s+`)),
+					ExpectError: regexp.MustCompile(strings.ReplaceAll(regexp.QuoteMeta(tc.want), " ", `\s+`)),
+				}},
+			})
+		})
+	}
+}
+
+// TestPlanErrorsPointAtTheAttribute: the snippet under a plan-time error is
+// the line of the offending attribute's key in spec, not the resource's
+// first line or another attribute of the same name (see placingServer).
+func TestPlanErrorsPointAtTheAttribute(t *testing.T) {
+	cases := []struct {
+		name, config string
+		// line is the snippet line the error must show, message a part of
+		// the message, both regular expressions.
+		line, message string
+	}{
+		{"spec attribute", `resource "agentsandbox_sandbox" "s" {
+  name = "alice"
+  spec = {
+    template_ref = { name = "python" }
+    ttl          = "5 minutes"
+  }
+}`, `\d+:\s+ttl\s+= "5 minutes"`, `spec\.ttl must be a duration`},
+		{"nested name, not the resource's name", `resource "agentsandbox_sandbox" "s" {
+  name = "alice"
+  spec = {
+    template_ref = { name = "Python_3" }
+  }
+}`, `\d+:\s+template_ref = \{ name = "Python_3" \}`, `spec\.template_ref\.name must be a DNS label`},
+		{"deep in a list", `resource "agentsandbox_template" "t" {
+  name = "python"
+  spec = {
+    image = "python:3.12"
+    network = {
+      egress = [{ cidr = "10.0.0.0/33" }]
+    }
+  }
+}`, `\d+:\s+network = \{`, `spec\.network\.egress\[0\]\.cidr must be a CIDR`},
+		{"label key", `resource "agentsandbox_template" "t" {
+  name   = "python"
+  labels = { "agentsandbox.dev/team" = "a" }
+  spec   = { image = "python:3.12" }
+}`, `\d+:\s+labels = \{ "agentsandbox\.dev/team" = "a" \}`, `keys under agentsandbox\.dev/`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resource.UnitTest(t, resource.TestCase{
+				ProtoV6ProviderFactories: factories,
+				Steps: []resource.TestStep{{
+					Config:      unreachable + tc.config,
+					PlanOnly:    true,
+					ExpectError: regexp.MustCompile(`(?s)` + tc.line + `\s*\n.*` + strings.ReplaceAll(tc.message, " ", `\s+`)),
 				}},
 			})
 		})

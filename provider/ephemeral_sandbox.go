@@ -89,7 +89,7 @@ func (e *ephemeralSandbox) Schema(ctx context.Context, _ ephemeral.SchemaRequest
 			"ttl": schema.StringAttribute{Optional: true, Computed: true,
 				Description: "Lifetime after which the controller deletes the sandbox if the run has not; default 1h.",
 				Validators:  k.schema.Spec.Child("ttl").StringValidators},
-			"namespace":      schema.StringAttribute{Computed: true, Description: "Namespace of the sandbox."},
+			"namespace":      schema.StringAttribute{Computed: true, Description: "Namespace of the sandbox: sandbox-<name> for a cold start, the warm pool member's sandbox-wp-<pool>-<id> for a warm claim."},
 			"pod_name":       schema.StringAttribute{Computed: true, Description: "Pod of the sandbox."},
 			"pod_ip":         schema.StringAttribute{Computed: true, Description: "IP of the sandbox's pod."},
 			"launch_type":    schema.StringAttribute{Computed: true, Description: "Warm (claimed from the pool) or Cold (started on demand)."},

@@ -54,13 +54,16 @@ var loadSchemas = sync.OnceValue(func() error {
 		return err
 	}
 	byKind := map[string]*crdschema.Kind{}
+	all := make([]*crdschema.Kind, 0, len(crds))
 	for _, c := range crds {
 		k, err := crdschema.Load(c)
 		if err != nil {
 			return err
 		}
 		byKind[k.GVK.Kind] = k
+		all = append(all, k)
 	}
+	crdschema.SnakeCaseDescriptions(all...)
 	for _, k := range kinds {
 		if k.schema = byKind[k.crdKind]; k.schema == nil {
 			return fmt.Errorf("no CRD of kind %s", k.crdKind)

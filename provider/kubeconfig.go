@@ -21,7 +21,13 @@ import (
 type connectionSettings struct {
 	configPaths          []string
 	configContext        string
+	configContextUser    string
+	configContextCluster string
 	host                 string
+	tlsServerName        string
+	proxyURL             string
+	username             string
+	password             string
 	token                string
 	clientCertificate    string
 	clientKey            string
@@ -34,7 +40,13 @@ type connectionSettings struct {
 func settingsFrom(m providerModel, getenv func(string) string) (connectionSettings, error) {
 	s := connectionSettings{
 		configContext:        stringOr(m.ConfigContext, getenv("KUBE_CTX")),
+		configContextUser:    stringOr(m.ConfigContextUser, getenv("KUBE_CTX_AUTH_INFO")),
+		configContextCluster: stringOr(m.ConfigContextCluster, getenv("KUBE_CTX_CLUSTER")),
 		host:                 stringOr(m.Host, getenv("KUBE_HOST")),
+		tlsServerName:        stringOr(m.TLSServerName, getenv("KUBE_TLS_SERVER_NAME")),
+		proxyURL:             stringOr(m.ProxyURL, getenv("KUBE_PROXY_URL")),
+		username:             stringOr(m.Username, getenv("KUBE_USER")),
+		password:             stringOr(m.Password, getenv("KUBE_PASSWORD")),
 		token:                stringOr(m.Token, getenv("KUBE_TOKEN")),
 		clientCertificate:    stringOr(m.ClientCertificate, getenv("KUBE_CLIENT_CERT_DATA")),
 		clientKey:            stringOr(m.ClientKey, getenv("KUBE_CLIENT_KEY_DATA")),
@@ -67,14 +79,15 @@ func settingsFrom(m providerModel, getenv func(string) string) (connectionSettin
 		}
 		s.configPaths[i] = expanded
 	}
-	if m.Exec != nil {
+	if len(m.Exec) > 0 {
+		exec := m.Exec[0]
 		s.exec = &clientcmdapi.ExecConfig{
-			APIVersion:      m.Exec.APIVersion.ValueString(),
-			Command:         m.Exec.Command.ValueString(),
-			Args:            m.Exec.Args,
+			APIVersion:      exec.APIVersion.ValueString(),
+			Command:         exec.Command.ValueString(),
+			Args:            exec.Args,
 			InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
 		}
-		for k, v := range m.Exec.Env {
+		for k, v := range exec.Env {
 			s.exec.Env = append(s.exec.Env, clientcmdapi.ExecEnvVar{Name: k, Value: v})
 		}
 	}
@@ -98,7 +111,13 @@ func (s connectionSettings) clientConfig() clientcmd.ClientConfig {
 	overrides := &clientcmd.ConfigOverrides{}
 	if len(s.configPaths) > 0 {
 		overrides.CurrentContext = s.configContext
+		overrides.Context.AuthInfo = s.configContextUser
+		overrides.Context.Cluster = s.configContextCluster
 	}
+	overrides.ClusterInfo.TLSServerName = s.tlsServerName
+	overrides.ClusterInfo.ProxyURL = s.proxyURL
+	overrides.AuthInfo.Username = s.username
+	overrides.AuthInfo.Password = s.password
 	if s.host != "" {
 		// Overrides are applied after client-go's own defaulting, so the
 		// scheme and port must be completed here.
@@ -140,10 +159,23 @@ func (s connectionSettings) restConfig() (*rest.Config, error) {
 	}
 	cfg, err := s.clientConfig().ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("failed to load the cluster configuration (config_path %s, context %q): %w",
-			strings.Join(s.configPaths, ", "), s.configContext, err)
+		return nil, fmt.Errorf("failed to load the cluster configuration (config_path %s, context %q%s): %w",
+			strings.Join(s.configPaths, ", "), s.configContext, s.contextOverrides(), err)
 	}
 	return cfg, nil
+}
+
+// contextOverrides names the context's user and cluster when settings
+// replace them, for an error message.
+func (s connectionSettings) contextOverrides() string {
+	out := ""
+	if s.configContextUser != "" {
+		out += fmt.Sprintf(", user %q", s.configContextUser)
+	}
+	if s.configContextCluster != "" {
+		out += fmt.Sprintf(", cluster %q", s.configContextCluster)
+	}
+	return out
 }
 
 func stringOr(v types.String, fallback string) string {

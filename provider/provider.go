@@ -5,7 +5,7 @@ package provider
 import (
 	"context"
 
-	"github.com/hashicorp/terraform-plugin-framework-validators/objectvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/ephemeral"
@@ -42,17 +42,23 @@ type providerModel struct {
 	ConfigPath           types.String `tfsdk:"config_path"`
 	ConfigPaths          []string     `tfsdk:"config_paths"`
 	ConfigContext        types.String `tfsdk:"config_context"`
+	ConfigContextUser    types.String `tfsdk:"config_context_auth_info"`
+	ConfigContextCluster types.String `tfsdk:"config_context_cluster"`
 	Host                 types.String `tfsdk:"host"`
+	TLSServerName        types.String `tfsdk:"tls_server_name"`
+	ProxyURL             types.String `tfsdk:"proxy_url"`
+	Username             types.String `tfsdk:"username"`
+	Password             types.String `tfsdk:"password"`
 	Token                types.String `tfsdk:"token"`
 	ClientCertificate    types.String `tfsdk:"client_certificate"`
 	ClientKey            types.String `tfsdk:"client_key"`
 	ClusterCACertificate types.String `tfsdk:"cluster_ca_certificate"`
 	Insecure             types.Bool   `tfsdk:"insecure"`
-	Exec                 *execModel   `tfsdk:"exec"`
+	Exec                 []execModel  `tfsdk:"exec"`
 	FieldManager         types.String `tfsdk:"field_manager"`
 }
 
-// execModel mirrors the exec credential plugin attribute.
+// execModel mirrors the exec credential plugin block.
 type execModel struct {
 	APIVersion types.String      `tfsdk:"api_version"`
 	Command    types.String      `tfsdk:"command"`
@@ -66,8 +72,12 @@ func (p *Provider) Metadata(_ context.Context, _ provider.MetadataRequest, resp 
 	resp.Version = p.version
 }
 
-// Schema has the connection attributes users of the kubernetes and helm
-// providers already know, with the same KUBE_* environment fallbacks.
+// Schema has the connection settings of the kubernetes provider, under the
+// same names, with the same KUBE_* environment fallbacks and exec as a
+// block, so a provider block copied from a kubernetes provider
+// configuration works here unchanged. (Its ignore_annotations,
+// ignore_labels and experiments shape that provider's own resources and
+// have no meaning here.)
 func (p *Provider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Manages Agent Sandbox node pools, sandbox templates, warm pools, sandboxes and Git syncs " +
@@ -88,9 +98,36 @@ func (p *Provider) Schema(_ context.Context, _ provider.SchemaRequest, resp *pro
 				Optional:            true,
 				MarkdownDescription: "Context of the kubeconfig to use instead of its current context. Environment: `KUBE_CTX`.",
 			},
+			"config_context_auth_info": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "User of the kubeconfig to use instead of the context's. Environment: `KUBE_CTX_AUTH_INFO`.",
+			},
+			"config_context_cluster": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "Cluster of the kubeconfig to use instead of the context's. Environment: `KUBE_CTX_CLUSTER`.",
+			},
 			"host": schema.StringAttribute{
 				Optional:            true,
 				MarkdownDescription: "URL of the Kubernetes API server, e.g. `https://127.0.0.1:6443`. Environment: `KUBE_HOST`.",
+			},
+			"tls_server_name": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "Server name the API server's certificate is checked for, when it differs from the host's. Environment: `KUBE_TLS_SERVER_NAME`.",
+			},
+			"proxy_url": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "URL of the proxy to reach the API server through (`http`, `https` or `socks5`). Environment: `KUBE_PROXY_URL`.",
+			},
+			"username": schema.StringAttribute{
+				Optional:            true,
+				MarkdownDescription: "User of HTTP basic authentication, for the rare API server that still allows it. Environment: `KUBE_USER`.",
+				Validators:          []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("password"))},
+			},
+			"password": schema.StringAttribute{
+				Optional:            true,
+				Sensitive:           true,
+				MarkdownDescription: "Password of `username`. Environment: `KUBE_PASSWORD`.",
+				Validators:          []validator.String{stringvalidator.AlsoRequires(path.MatchRoot("username"))},
 			},
 			"token": schema.StringAttribute{
 				Optional:            true,
@@ -116,14 +153,21 @@ func (p *Provider) Schema(_ context.Context, _ provider.SchemaRequest, resp *pro
 				Optional:            true,
 				MarkdownDescription: "Skip verification of the API server's certificate. Never use it outside a throwaway cluster. Environment: `KUBE_INSECURE`.",
 			},
-			"exec": schema.SingleNestedAttribute{
-				Optional:            true,
-				MarkdownDescription: "Runs a client-go credential plugin (as `aws eks get-token` or `gke-gcloud-auth-plugin`) for a token.",
-				// The credential plugin supplies the credentials.
-				Validators: []validator.Object{
-					objectvalidator.ConflictsWith(path.MatchRoot("token"), path.MatchRoot("client_certificate")),
-				},
-				Attributes: map[string]schema.Attribute{
+			"field_manager": schema.StringAttribute{
+				Optional: true,
+				MarkdownDescription: "Server-side apply field manager of the provider's writes (default `" + DefaultFieldManager + "`). " +
+					"Another manager owning a field (a GitSync, kubectl) makes apply fail with a conflict rather than fight over it.",
+				Validators: []validator.String{stringvalidator.LengthBetween(1, 128)},
+			},
+		},
+		Blocks: map[string]schema.Block{
+			// A list of at most one block, as the kubernetes provider's
+			// exec is: a single nested block would demand its required
+			// arguments even when there is no exec block at all.
+			"exec": schema.ListNestedBlock{
+				MarkdownDescription: "Runs a client-go credential plugin (as `aws eks get-token` or `gke-gcloud-auth-plugin`) for a token. At most one.",
+				Validators:          []validator.List{listvalidator.SizeAtMost(1)},
+				NestedObject: schema.NestedBlockObject{Attributes: map[string]schema.Attribute{
 					"api_version": schema.StringAttribute{
 						Required:            true,
 						MarkdownDescription: "API version of the ExecCredential, e.g. `client.authentication.k8s.io/v1`.",
@@ -133,7 +177,11 @@ func (p *Provider) Schema(_ context.Context, _ provider.SchemaRequest, resp *pro
 					"command": schema.StringAttribute{
 						Required:            true,
 						MarkdownDescription: "Command to run.",
-						Validators:          []validator.String{stringvalidator.LengthAtLeast(1)},
+						Validators: []validator.String{
+							stringvalidator.LengthAtLeast(1),
+							// The credential plugin supplies the credentials.
+							stringvalidator.ConflictsWith(path.MatchRoot("token"), path.MatchRoot("client_certificate")),
+						},
 					},
 					"args": schema.ListAttribute{
 						Optional:            true,
@@ -145,13 +193,7 @@ func (p *Provider) Schema(_ context.Context, _ provider.SchemaRequest, resp *pro
 						ElementType:         types.StringType,
 						MarkdownDescription: "Environment variables added for the command.",
 					},
-				},
-			},
-			"field_manager": schema.StringAttribute{
-				Optional: true,
-				MarkdownDescription: "Server-side apply field manager of the provider's writes (default `" + DefaultFieldManager + "`). " +
-					"Another manager owning a field (a GitSync, kubectl) makes apply fail with a conflict rather than fight over it.",
-				Validators: []validator.String{stringvalidator.LengthBetween(1, 128)},
+				}},
 			},
 		},
 	}

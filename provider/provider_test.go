@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
@@ -23,7 +22,7 @@ type server struct {
 
 func newServer(t *testing.T) server {
 	t.Helper()
-	srv, err := providerserver.NewProtocol6WithError(New("test")())()
+	srv, err := Server("test")()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,19 +84,21 @@ func TestConfigureNeverDials(t *testing.T) {
 // a message naming the attribute.
 func TestInvalidProviderConfigurations(t *testing.T) {
 	s := newServer(t)
-	execType := s.typ.AttributeTypes["exec"].(tftypes.Object)
-	execValue := tftypes.NewValue(execType, map[string]tftypes.Value{
+	execList := s.typ.AttributeTypes["exec"].(tftypes.List)
+	execType := execList.ElementType.(tftypes.Object)
+	execBlock := tftypes.NewValue(execType, map[string]tftypes.Value{
 		"api_version": str("client.authentication.k8s.io/v1"),
 		"command":     str("aws"),
 		"args":        tftypes.NewValue(execType.AttributeTypes["args"], nil),
 		"env":         tftypes.NewValue(execType.AttributeTypes["env"], nil),
 	})
+	execValue := tftypes.NewValue(execList, []tftypes.Value{execBlock})
 	cases := []struct {
 		name  string
 		attrs map[string]tftypes.Value
 		want  string
 	}{
-		{"exec and token", map[string]tftypes.Value{"exec": execValue, "token": str("t")}, `"token" cannot be specified when "exec" is specified`},
+		{"exec and token", map[string]tftypes.Value{"exec": execValue, "token": str("t")}, `"token" cannot be specified when "exec[0].command" is specified`},
 		{"certificate without key", map[string]tftypes.Value{"client_certificate": str("pem")}, "client_key"},
 		{"config_path and config_paths", map[string]tftypes.Value{
 			"config_path":  str("a"),
@@ -154,13 +155,21 @@ func TestEnvironmentFallbacks(t *testing.T) {
 		"KUBE_CONFIG_PATHS": "/a:/b",
 		"KUBE_CTX":          "prod",
 		"KUBE_INSECURE":     "true",
+		// The kubernetes provider's names for the settings below.
+		"KUBE_CTX_AUTH_INFO":   "deployer",
+		"KUBE_CTX_CLUSTER":     "prod-east",
+		"KUBE_TLS_SERVER_NAME": "kubernetes",
+		"KUBE_PROXY_URL":       "http://proxy.example:3128",
+		"KUBE_USER":            "basic",
+		"KUBE_PASSWORD":        "secret",
 	}
 	s, err := settingsFrom(providerModel{Token: types.StringValue("from-config")}, func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.host != "https://api.example.com" || s.token != "from-config" || s.configContext != "prod" || !s.insecure ||
-		strings.Join(s.configPaths, ",") != "/a,/b" {
+		strings.Join(s.configPaths, ",") != "/a,/b" || s.configContextUser != "deployer" || s.configContextCluster != "prod-east" ||
+		s.tlsServerName != "kubernetes" || s.proxyURL != "http://proxy.example:3128" || s.username != "basic" || s.password != "secret" {
 		t.Errorf("settings = %+v", s)
 	}
 	env["KUBE_INSECURE"] = "maybe"

@@ -107,7 +107,10 @@ type SandboxStatus struct {
 	// Phase summarises the state.
 	// +optional
 	Phase SandboxPhase `json:"phase,omitempty"`
-	// Namespace the sandbox runs in.
+	// Namespace the sandbox runs in: sandbox-<name> for a cold start; for a
+	// sandbox claimed from a warm pool, the namespace of the member it took
+	// over, sandbox-wp-<pool>-<id>. Address the sandbox's objects by this
+	// field, never by its name.
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 	// PodName of the sandbox pod while it runs.
@@ -149,7 +152,7 @@ type SandboxStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=sbx,categories=agentsandbox
-// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && self.metadata.name.size() <= 55",message="metadata.name must be a DNS label of at most 55 characters: the sandbox's namespace is named sandbox-<name>"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && self.metadata.name.size() <= 55",message="metadata.name must be a DNS label of at most 55 characters: the sandbox's namespace is named sandbox-<name>, and a namespace name has at most 63 characters"
 // +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.spec.owner`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.spec.state`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`

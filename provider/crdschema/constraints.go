@@ -32,7 +32,7 @@ var fieldPatternMessages = map[string]string{
 }
 
 // patternValidator checks a CRD pattern, explained in words when it is a
-// common one or the field's is known.
+// common one or the field's is known, and quotes the value it refuses.
 func patternValidator(field, pattern string) (validator.String, error) {
 	re, err := regexp.Compile(pattern)
 	if err != nil {
@@ -45,7 +45,12 @@ func patternValidator(field, pattern string) (validator.String, error) {
 	if !ok {
 		msg = "must match the regular expression " + pattern
 	}
-	return stringvalidator.RegexMatches(re, msg), nil
+	return stringCheck{"value " + msg, func(s string) string {
+		if re.MatchString(s) {
+			return ""
+		}
+		return msg
+	}}, nil
 }
 
 // addConstraints turns the OpenAPI constraints of a node (enum, pattern,

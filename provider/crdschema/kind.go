@@ -2,8 +2,10 @@ package crdschema
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
+	"strings"
 
-	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -46,7 +48,7 @@ func load(crd *apiextensionsv1.CustomResourceDefinition, v *apiextensionsv1.Cust
 		GVK:         schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: crd.Spec.Names.Kind},
 		Description: root.Description,
 	}
-	pattern, maxLength, err := nameLimit(root.XValidations)
+	pattern, maxLength, reason, err := nameLimit(root.XValidations)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +56,7 @@ func load(crd *apiextensionsv1.CustomResourceDefinition, v *apiextensionsv1.Cust
 	if err != nil {
 		return nil, err
 	}
-	k.NameValidators = []validator.String{stringvalidator.LengthBetween(1, maxLength), re}
+	k.NameValidators = []validator.String{nameLengthValidator(maxLength, reason), re}
 	for name, dst := range map[string]**Field{"spec": &k.Spec, "status": &k.Status} {
 		props, ok := root.Properties[name]
 		if !ok {
@@ -65,4 +67,51 @@ func load(crd *apiextensionsv1.CustomResourceDefinition, v *apiextensionsv1.Cust
 		}
 	}
 	return k, nil
+}
+
+// SnakeCaseDescriptions rewrites the field names the CRDs' descriptions
+// mention (shutdownTime, status.readyReplicas, a template's
+// envVarsInjectionPolicy in the sandbox's docs) as the attribute names
+// Terraform users write (shutdown_time, status.ready_replicas). Only names
+// of the kinds' own fields change; Kubernetes terms such as emptyDir stay.
+func SnakeCaseDescriptions(kinds ...*Kind) {
+	names := map[string]bool{}
+	for _, k := range kinds {
+		k.walk(func(f *Field) {
+			if f.JSON != f.Name {
+				names[f.JSON] = true
+			}
+		})
+	}
+	if len(names) == 0 {
+		return
+	}
+	alternatives := make([]string, 0, len(names))
+	for name := range names {
+		alternatives = append(alternatives, regexp.QuoteMeta(name))
+	}
+	// Longest first, so that a name is never matched by a prefix of it.
+	slices.SortFunc(alternatives, func(a, b string) int { return len(b) - len(a) })
+	re := regexp.MustCompile(`\b(` + strings.Join(alternatives, "|") + `)\b`)
+	for _, k := range kinds {
+		k.walk(func(f *Field) { f.Description = re.ReplaceAllStringFunc(f.Description, SnakeCase) })
+		k.Description = re.ReplaceAllStringFunc(k.Description, SnakeCase)
+	}
+}
+
+// walk calls visit with every field of the kind.
+func (k *Kind) walk(visit func(*Field)) {
+	var walk func(f *Field)
+	walk = func(f *Field) {
+		if f == nil {
+			return
+		}
+		visit(f)
+		for _, c := range f.Fields {
+			walk(c)
+		}
+		walk(f.Elem)
+	}
+	walk(k.Spec)
+	walk(k.Status)
 }

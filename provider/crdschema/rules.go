@@ -141,14 +141,18 @@ func (f *Field) childByJSON(jsonName string) *Field {
 var metadataNameRule = regexp.MustCompile(`^self\.metadata\.name\.matches\('([^']+)'\) && self\.metadata\.name\.size\(\) <= (\d+)$`)
 
 // nameLimit reads the pattern and the length limit of metadata.name from
-// the root rule.
-func nameLimit(rules apiextensionsv1.ValidationRules) (pattern string, maxLength int, err error) {
+// the root rule, and the reason for the limit from its message ("…: the
+// sandbox's namespace is named sandbox-<name>").
+func nameLimit(rules apiextensionsv1.ValidationRules) (pattern string, maxLength int, reason string, err error) {
 	for _, r := range rules {
 		if m := metadataNameRule.FindStringSubmatch(strings.TrimSpace(r.Rule)); m != nil {
 			_, err := fmt.Sscan(m[2], &maxLength)
-			return m[1], maxLength, err
+			if _, after, ok := strings.Cut(r.Message, ": "); ok {
+				reason = after
+			}
+			return m[1], maxLength, reason, err
 		}
-		return "", 0, fmt.Errorf("no plan-time check for the root CEL rule %q", r.Rule)
+		return "", 0, "", fmt.Errorf("no plan-time check for the root CEL rule %q", r.Rule)
 	}
-	return "", 0, fmt.Errorf("no rule on metadata.name")
+	return "", 0, "", fmt.Errorf("no rule on metadata.name")
 }

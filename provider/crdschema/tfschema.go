@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
@@ -133,8 +135,7 @@ func withDocumentation(f *Field, serverDefaulted bool) *Field {
 	ctx := context.Background()
 	var notes []string
 	if f.Default != nil {
-		b, _ := json.Marshal(f.Default)
-		notes = append(notes, fmt.Sprintf("Default: `%s`.", b))
+		notes = append(notes, fmt.Sprintf("Default: `%s`.", hclValue(f, f.Default)))
 	}
 	if serverDefaulted {
 		notes = append(notes, "Set by the cluster's admission policy when left unset.")
@@ -302,4 +303,46 @@ func SpecAttribute(k *Kind, serverDefaulted map[string]bool) (schema.SingleNeste
 		Attributes:  children,
 		Validators:  k.Spec.ObjectValidators,
 	}, nil
+}
+
+// hclValue writes a CRD default as it would be written in a configuration:
+// an object's keys as attribute names ({ cluster_dns = true }).
+func hclValue(f *Field, v any) string {
+	switch v := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			var child *Field
+			name := strconv.Quote(k)
+			if f != nil && f.Type == Object {
+				for _, c := range f.Fields {
+					if c.JSON == k {
+						child, name = c, c.Name
+					}
+				}
+			} else if f != nil {
+				child = f.Elem
+			}
+			parts = append(parts, name+" = "+hclValue(child, v[k]))
+		}
+		return "{ " + strings.Join(parts, ", ") + " }"
+	case []any:
+		parts := make([]string, 0, len(v))
+		for _, e := range v {
+			var elem *Field
+			if f != nil {
+				elem = f.Elem
+			}
+			parts = append(parts, hclValue(elem, e))
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	default:
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
 }

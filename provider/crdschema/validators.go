@@ -44,13 +44,29 @@ var cidrValidator = stringCheck{"value must be a CIDR", func(s string) string {
 	return ""
 }}
 
+// positiveQuantityValidator refuses zero and negative quantities; what is
+// no quantity at all the field's pattern refuses, once.
 var positiveQuantityValidator = stringCheck{"value must be a quantity greater than zero", func(s string) string {
-	q, err := resource.ParseQuantity(s)
-	if err != nil || q.Sign() <= 0 {
+	if q, err := resource.ParseQuantity(s); err == nil && q.Sign() <= 0 {
 		return "must be a quantity greater than zero, such as 5Gi"
 	}
 	return ""
 }}
+
+// nameLengthValidator refuses a name longer than maxLength, saying why the
+// kind allows no more (reason, from the CRD's rule).
+func nameLengthValidator(maxLength int, reason string) stringCheck {
+	limit := fmt.Sprintf("must be at most %d characters long", maxLength)
+	if reason != "" {
+		limit += " (" + reason + ")"
+	}
+	return stringCheck{"value " + limit, func(s string) string {
+		if n := len(s); n == 0 || n > maxLength {
+			return fmt.Sprintf("is %d characters long but %s", n, limit)
+		}
+		return ""
+	}}
+}
 
 var noParentSegmentValidator = stringCheck{"value must not contain a '..' segment", func(s string) string {
 	if slices.Contains(strings.Split(s, "/"), "..") {
@@ -142,7 +158,7 @@ func quantitiesNotAbove(a, b string) objectCheck {
 			rq, err1 := resource.ParseQuantity(req.ValueString())
 			lq, err2 := resource.ParseQuantity(lim.ValueString())
 			if err1 == nil && err2 == nil && rq.Cmp(lq) > 0 {
-				return a, fmt.Sprintf("%q must be less than or equal to %s[%q], got: %s > %s",
+				return a, fmt.Sprintf("%q must be less than or equal to %s[%q], got: %q > %q",
 					key, b, key, req.ValueString(), lim.ValueString())
 			}
 		}

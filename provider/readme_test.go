@@ -1,0 +1,91 @@
+package provider
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+)
+
+// TestREADMEInstallRecipe runs the README's installation block as written,
+// in a home directory of its own, and then validates a configuration that
+// names the provider by its short source: `init` must install it from the
+// mirror without asking a registry.
+func TestREADMEInstallRecipe(t *testing.T) {
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)<!-- TestREADMEInstallRecipe[^>]*-->\n```sh\n(.*?)```").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README.md has no installation block marked for TestREADMEInstallRecipe")
+	}
+	lines := strings.Split(strings.TrimSpace(string(m[1])), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[2], "tofu init") {
+		t.Fatalf("the installation block is no longer install, export, init: %q", lines)
+	}
+
+	config := t.TempDir()
+	if err := os.WriteFile(filepath.Join(config, "main.tf"), []byte(`
+terraform {
+  required_providers {
+    agentsandbox = { source = "agentsandbox/agentsandbox", version = "~> 0.1" }
+  }
+}
+`+unreachable+`
+resource "agentsandbox_template" "python" {
+  name = "python"
+  spec = { image = "python:3.12" }
+}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tofu, err := testcluster.ToolBin("tofu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The block's commands, the first two in the repository and the init
+	// in the configuration's directory, then a validate that needs the
+	// installed provider's schema.
+	script := strings.Join([]string{
+		"set -euo pipefail", "cd " + root, lines[0], lines[1], "cd " + config, lines[2], "tofu validate -no-color",
+	}, "\n")
+	cmd := exec.Command("bash", "-c", script)
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(),
+		"HOME="+home, "AGENTSANDBOX_CACHE=", "XDG_CACHE_HOME=", "TF_CLI_CONFIG_FILE=",
+		"PATH="+tofu+string(os.PathListSeparator)+os.Getenv("PATH"),
+		// Go's caches stay where they are: only the recipe's own files
+		// go to the new home.
+		"GOCACHE="+goEnv(t, "GOCACHE"), "GOMODCACHE="+goEnv(t, "GOMODCACHE"), "GOPATH="+goEnv(t, "GOPATH"),
+	)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the README's installation block failed: %v\n%s", err, out)
+	}
+	for _, want := range []string{"Installing agentsandbox/agentsandbox v0.1.0", "The configuration is valid"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(home, ".cache", "agentsandbox", "providers", "cli.tfrc")); err != nil {
+		t.Errorf("the CLI configuration is not where the README says: %v", err)
+	}
+}
+
+func goEnv(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command("go", "env", name).Output()
+	if err != nil {
+		t.Fatalf("go env %s: %v", name, err)
+	}
+	return strings.TrimSpace(string(out))
+}
