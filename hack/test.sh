@@ -55,14 +55,14 @@ if hack/cluster.sh status; then
 else
 	started=true
 fi
-# The other clusters start meanwhile, from nothing: they exist for the tests.
-pids=()
-for name in "${clusters[@]:1}"; do
-	(AGENTSANDBOX_CLUSTER="${name}" hack/cluster.sh down 2>/dev/null && AGENTSANDBOX_CLUSTER="${name}" hack/cluster.sh up) &
-	pids+=("$!")
-done
 hack/cluster.sh up
-for pid in "${pids[@]}"; do wait "${pid}"; done
+# The other clusters start from nothing, one after the other: kwokctl picks
+# each component's port as one unused at that moment, and two clusters
+# created at once can pick the same one.
+for name in "${clusters[@]:1}"; do
+	AGENTSANDBOX_CLUSTER="${name}" hack/cluster.sh down
+	AGENTSANDBOX_CLUSTER="${name}" hack/cluster.sh up
+done
 KUBECONFIG="$(hack/cluster.sh kubeconfig)"
 export KUBECONFIG
 AGENTSANDBOX_TEST_CLUSTERS="$(IFS=,; echo "${clusters[*]}")"

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-log/tflog"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -76,7 +77,10 @@ func (e *ephemeralSandbox) Schema(ctx context.Context, _ ephemeral.SchemaRequest
 	resp.Schema = schema.Schema{
 		Description: "Claims a sandbox for the length of one Terraform run and deletes it when the run ends. " +
 			"Nothing is written to state. A run that dies before it can release the sandbox leaves it to its ttl, " +
-			"after which the controller deletes it.",
+			"after which the controller deletes it. With a fixed name, each open waits until the sandbox an " +
+			"earlier open of that name released, and its namespace, are gone (OpenTofu opens ephemeral resources " +
+			"during plan and again during apply), so a sandbox is never handed out in its predecessor's " +
+			"terminating namespace; leave name unset for a unique name that never waits.",
 		Attributes: map[string]schema.Attribute{
 			"name": schema.StringAttribute{Optional: true, Computed: true, Validators: k.schema.NameValidators,
 				Description: "Name of the Sandbox; a random ephemeral-… name when unset."},
@@ -127,8 +131,8 @@ func (e *ephemeralSandbox) Open(ctx context.Context, req ephemeral.OpenRequest, 
 	}
 	openCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := o.c.Create(openCtx, sbx, client.FieldOwner(o.fieldManager)); err != nil {
-		resp.Diagnostics.AddError("Claim Failed", o.explain(err, "create", sbx.Name).Error())
+	if err := e.create(openCtx, o, sbx); err != nil {
+		resp.Diagnostics.AddError("Claim Failed", err.Error())
 		return
 	}
 	tflog.Info(ctx, "claimed sandbox", map[string]any{"name": sbx.Name})
@@ -142,6 +146,39 @@ func (e *ephemeralSandbox) Open(ctx context.Context, req ephemeral.OpenRequest, 
 	}
 	m.fill(live)
 	resp.Diagnostics.Append(resp.Result.Set(ctx, &m)...)
+}
+
+// create creates the Sandbox. A fixed name may still belong to the
+// sandbox an earlier Close of the same run released (OpenTofu opens an
+// ephemeral resource during plan and again during apply): create waits for
+// that one to be gone. Its namespace may still be terminating after that;
+// the controller then keeps the new sandbox NotReady (NamespaceTerminating)
+// until the namespace is gone and a new one is made, so the Ready wait
+// after create never hands out the old namespace.
+func (e *ephemeralSandbox) create(ctx context.Context, o objects, sbx *v1.Sandbox) error {
+	for {
+		err := o.c.Create(ctx, sbx.DeepCopy(), client.FieldOwner(o.fieldManager))
+		if !apierrors.IsAlreadyExists(err) {
+			if err != nil {
+				return o.explain(err, "create", sbx.Name)
+			}
+			return nil
+		}
+		live, getErr := o.get(ctx, sbx.Name)
+		switch {
+		case apierrors.IsNotFound(getErr):
+			continue // gone meanwhile
+		case getErr != nil:
+			return o.explain(getErr, "get", sbx.Name)
+		case live.GetDeletionTimestamp() == nil:
+			return fmt.Errorf("sandbox %q already exists and is not being deleted: this run did not create it, "+
+				"so it is not this ephemeral resource's to use; choose another name, or leave name unset for a unique one", sbx.Name)
+		}
+		tflog.Info(ctx, "waiting for the earlier sandbox of the same name to be deleted", map[string]any{"name": sbx.Name})
+		if err := o.waitGone(ctx, sbx.Name); err != nil {
+			return fmt.Errorf("sandbox %q of an earlier open is still being deleted: %w", sbx.Name, err)
+		}
+	}
 }
 
 // Close deletes the Sandbox and waits until it is gone; its namespace and

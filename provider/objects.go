@@ -199,9 +199,14 @@ func (o objects) remove(ctx context.Context, name string, propagation metav1.Del
 	if err != nil {
 		return o.explain(err, "delete", name)
 	}
+	return o.waitGone(ctx, name)
+}
+
+// waitGone waits until the object is deleted, logging what holds it.
+func (o objects) waitGone(ctx context.Context, name string) error {
 	start := time.Now()
 	var last string
-	err = wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
 		live, err := o.get(ctx, name)
 		if apierrors.IsNotFound(err) {
 			return true, nil
