@@ -78,7 +78,8 @@ func TestAccEphemeralSandboxReopenedUnderItsName(t *testing.T) {
 		}
 	}()
 
-	config := providerConfig(t) + templateHCL("python", tpl, "ghcr.io/acme/python:3.12") + fmt.Sprintf(`
+	platform := providerConfig(t) + templateHCL("python", tpl, "ghcr.io/acme/python:3.12")
+	config := platform + fmt.Sprintf(`
 ephemeral "agentsandbox_sandbox" "fixed" {
   name     = %q
   template = agentsandbox_template.python.name
@@ -94,6 +95,11 @@ resource "echo" "fixed" {}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		Steps: []resource.TestStep{{
+			// The template first: an ephemeral resource that depends on
+			// something the same run still creates is opened during apply
+			// only.
+			Config: platform,
+		}, {
 			Config: config,
 			ConfigStateChecks: []statecheck.StateCheck{
 				statecheck.ExpectKnownValue("echo.fixed", tfjsonpath.New("data").AtMapKey("name"), knownvalue.StringExact(eph)),

@@ -107,6 +107,7 @@ func (l lifecycle) run(t *testing.T) {
 				Config: cfg(1),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
+					statusKnownInPlan{addr},
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue(addr, l.changedPath, l.changedValue)},
 			},
@@ -390,4 +391,44 @@ resource "agentsandbox_template" "test" {
 			})
 		})
 	}
+}
+
+// statusKnownInPlan fails when an update plans the resource's status as
+// "known after apply": Terraform would then print the whole status, every
+// condition as removed, in a plan that changes two fields.
+type statusKnownInPlan struct{ addr string }
+
+func (c statusKnownInPlan) CheckPlan(_ context.Context, req plancheck.CheckPlanRequest, resp *plancheck.CheckPlanResponse) {
+	for _, rc := range req.Plan.ResourceChanges {
+		if rc.Address != c.addr || rc.Change == nil {
+			continue
+		}
+		if unknown, ok := rc.Change.AfterUnknown.(map[string]any); ok && anyUnknown(unknown["status"]) {
+			resp.Error = fmt.Errorf("%s: the update plans status as (known after apply): %v", c.addr, unknown["status"])
+		}
+		return
+	}
+	resp.Error = fmt.Errorf("%s is not in the plan", c.addr)
+}
+
+// anyUnknown reads a plan's after_unknown tree: true where a value is
+// unknown, false or nested maps and lists of those where it is not.
+func anyUnknown(v any) bool {
+	switch v := v.(type) {
+	case bool:
+		return v
+	case map[string]any:
+		for _, e := range v {
+			if anyUnknown(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if anyUnknown(e) {
+				return true
+			}
+		}
+	}
+	return false
 }

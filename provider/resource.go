@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/objectplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
@@ -76,10 +77,17 @@ func (r *objectResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 		"labels":      metadataAttribute("Labels"),
 		"annotations": metadataAttribute("Annotations"),
 		"spec":        spec,
+		// An update plans the status read before it, not "known after
+		// apply": a plan then shows what the configuration changed, not
+		// the whole status and every condition as removed.
 		"status": schema.SingleNestedAttribute{
-			Computed:    true,
-			Description: "What the reconciler last observed: " + k.schema.Status.Description,
-			Attributes:  crdschema.ComputedAttributes(k.schema.Status),
+			Computed: true,
+			Description: "What the reconciler last observed, as of the last time Terraform read the object " +
+				"(create, refresh, import): " + k.schema.Status.Description + " An update keeps the status read " +
+				"before it, so plans show only what the configuration changes; the next refresh reads the new one " +
+				"(for a value after an update in the same run, read the object with its data source).",
+			Attributes:    crdschema.ComputedAttributes(k.schema.Status),
+			PlanModifiers: []planmodifier.Object{objectplanmodifier.UseStateForUnknown()},
 		},
 		"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
 	}
@@ -163,6 +171,21 @@ func (r *objectResource) write(ctx context.Context, plan tfsdk.Plan, state *tfsd
 		}
 	}
 	r.record(live, attrs, state, diags)
+	if !create && !diags.HasError() {
+		// The plan promised the status read before the update.
+		keepAttribute(state, "status", attrs["status"], diags)
+	}
+}
+
+// keepAttribute sets one top-level attribute of state to v.
+func keepAttribute(state *tfsdk.State, name string, v tftypes.Value, diags *diag.Diagnostics) {
+	var attrs map[string]tftypes.Value
+	if err := state.Raw.As(&attrs); err != nil {
+		diags.AddError("Invalid State", err.Error())
+		return
+	}
+	attrs[name] = v
+	state.Raw = tftypes.NewValue(state.Raw.Type(), attrs)
 }
 
 // waitForReady reads wait_for_ready, which the schema defaults.
