@@ -34,6 +34,8 @@ type lifecycle struct {
 	// changed is the attribute the in-place update sets and its value.
 	changedPath  tfjsonpath.Path
 	changedValue knownvalue.Check
+	// updated, when set, checks the cluster right after the update.
+	updated func(t *testing.T, name string) error
 	// drift changes the object as kubectl edit would; driftField reads the
 	// field it changed, and want is the configured value.
 	drift      string
@@ -110,6 +112,12 @@ func (l lifecycle) run(t *testing.T) {
 					statusKnownInPlan{addr},
 				}},
 				ConfigStateChecks: []statecheck.StateCheck{statecheck.ExpectKnownValue(addr, l.changedPath, l.changedValue)},
+				Check: func(*terraform.State) error {
+					if l.updated == nil {
+						return nil
+					}
+					return l.updated(t, l.name(1))
+				},
 			},
 			{
 				Config: cfg(2),
@@ -247,11 +255,20 @@ resource "agentsandbox_warm_pool" "test" {
 }
 `, names[v], replicas[v])
 		},
-		changedPath:  tfjsonpath.New("status").AtMapKey("ready_replicas"),
+		changedPath:  tfjsonpath.New("spec").AtMapKey("replicas"),
 		changedValue: knownvalue.Int64Exact(3),
-		drift:        `{"spec":{"replicas":1}}`,
-		driftField:   []string{"spec", "replicas"},
-		want:         2,
+		// The update waited for the third member (state keeps the status
+		// read before the update; the cluster has the new one).
+		updated: func(t *testing.T, name string) error {
+			ready, _, _ := unstructured.NestedInt64(live(t, "warm_pool", name).Object, "status", "readyReplicas")
+			if ready != 3 {
+				return fmt.Errorf("warm pool %s has %d ready members right after the update, want 3", name, ready)
+			}
+			return nil
+		},
+		drift:      `{"spec":{"replicas":1}}`,
+		driftField: []string{"spec", "replicas"},
+		want:       2,
 		leftovers: func(t *testing.T, name string) []string {
 			return namespacesLabelled(t, v1.LabelWarmPool, name)
 		},
