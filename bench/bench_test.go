@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/latency"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
@@ -70,7 +71,7 @@ type readyWatcher struct {
 func newReadyWatcher(b *testing.B) *readyWatcher {
 	cluster := testcluster.Get(b)
 	w := &readyWatcher{waiters: map[string]chan *v1.Sandbox{}}
-	informers, err := cache.New(cluster.Config, cache.Options{Scheme: reconcile.Scheme})
+	informers, err := cache.New(cluster.Config, cache.Options{Scheme: kubescheme.Scheme})
 	if err != nil {
 		b.Fatal(err)
 	}

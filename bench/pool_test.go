@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/latency"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
 )
 
@@ -29,7 +29,7 @@ func BenchmarkAPICreateWatch(b *testing.B) {
 	ctx := context.Background()
 	ns := floorNamespace(b)
 	informers, err := cache.New(testcluster.Get(b).Config, cache.Options{
-		Scheme: reconcile.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}},
+		Scheme: kubescheme.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}},
 	})
 	if err != nil {
 		b.Fatal(err)

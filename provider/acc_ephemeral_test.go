@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 )
 
 // TestAccEphemeralSandboxReopenedUnderItsName: OpenTofu opens an ephemeral
@@ -32,7 +32,7 @@ func TestAccEphemeralSandboxReopenedUnderItsName(t *testing.T) {
 	tpl, eph := testcluster.Name("reopen"), testcluster.Name("fixed")
 	namespace := "sandbox-" + eph
 
-	w, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: reconcile.Scheme})
+	w, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: kubescheme.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 )
 
 // envLookup reads the KUBE_* fallbacks; a variable so tests can pass their
@@ -45,7 +45,7 @@ func (c *Clients) Client() (client.Client, error) {
 		// of a few hundred resources take a minute; the API server's
 		// priority and fairness protects it from a burst of this size.
 		cfg.QPS, cfg.Burst = 100, 200
-		if c.client, c.err = client.New(cfg, client.Options{Scheme: reconcile.Scheme}); c.err != nil {
+		if c.client, c.err = client.New(cfg, client.Options{Scheme: kubescheme.Scheme}); c.err != nil {
 			c.err = fmt.Errorf("failed to create the Kubernetes client: %w", c.err)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
 	sandboxv1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 )
 
 // cachedTemplate is a template as the API server lists it after the
@@ -27,7 +28,7 @@ const cachedTemplate = `{"apiVersion":"agentsandbox.dev/v1alpha1","kind":"Sandbo
 // limit, and passes each through transform as the informer would.
 func decodeTemplates(t testing.TB, n int, cpu func(int) string, transform func(any) (any, error)) []*sandboxv1.SandboxTemplate {
 	t.Helper()
-	decoder := serializer.NewCodecFactory(Scheme).UniversalDeserializer()
+	decoder := serializer.NewCodecFactory(kubescheme.Scheme).UniversalDeserializer()
 	out := make([]*sandboxv1.SandboxTemplate, n)
 	for i := range out {
 		tpl := &sandboxv1.SandboxTemplate{}

@@ -10,11 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -23,19 +19,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	sandboxv1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/apply"
 )
-
-// Scheme knows the built-in kinds, CustomResourceDefinitions (to tell a
-// missing install from other errors) and the agentsandbox.dev kinds; every
-// client of the reconciler, CLI and provider decodes with it.
-var Scheme = runtime.NewScheme()
-
-func init() {
-	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
-	utilruntime.Must(apiextensionsv1.AddToScheme(Scheme))
-	utilruntime.Must(sandboxv1.AddToScheme(Scheme))
-}
 
 // LeaderElectionID is the name of the Lease the reconciler replicas compete
 // for; only the holder runs controllers.
@@ -65,7 +51,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	shutdown := opts.GracefulShutdownTimeout
 	managed := labels.SelectorFromSet(labels.Set{sandboxv1.LabelManagedBy: sandboxv1.ManagedByValue})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: Scheme,
+		Scheme: kubescheme.Scheme,
 		// Only the objects of sandboxes are cached: a cluster's other pods,
 		// policies and bindings would cost memory and watch traffic for
 		// nothing.

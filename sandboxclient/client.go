@@ -16,15 +16,14 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 )
 
 // Client works with sandboxes as one Kubernetes identity.
@@ -37,23 +36,10 @@ type Client struct {
 	user     string
 }
 
-// scheme knows the built-in kinds and the agentsandbox.dev kinds, and
-// nothing the reconciler needs besides.
-var sandboxScheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}()
-
 // New returns a client that acts with the credentials of cfg.
 func New(cfg *rest.Config) (*Client, error) {
 	cfg = rest.CopyConfig(cfg)
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: sandboxScheme})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: kubescheme.Scheme})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create client: %w", err)
 	}

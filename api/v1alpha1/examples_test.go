@@ -10,8 +10,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 )
 
 // TestGitOpsExamplesAreValid decodes every example declaration strictly into
@@ -31,7 +31,7 @@ func TestGitOpsExamplesAreValid(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, u := range objs {
-			typed, err := reconcile.Scheme.New(u.GroupVersionKind())
+			typed, err := kubescheme.Scheme.New(u.GroupVersionKind())
 			if err != nil || u.GroupVersionKind().GroupVersion() != v1.GroupVersion {
 				t.Errorf("%s: %s is not an agentsandbox.dev/v1alpha1 kind", file, u.GroupVersionKind())
 				continue

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
 )
 
@@ -75,7 +75,7 @@ func (f *clientFlags) kubeClient() (client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return client.New(cfg, client.Options{Scheme: reconcile.Scheme})
+	return client.New(cfg, client.Options{Scheme: kubescheme.Scheme})
 }
 
 func (f *clientFlags) client() (*sandboxclient.Client, error) {

@@ -46,7 +46,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/config/crd"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 )
 
 // FieldManager is the server-side apply field manager of test setup writes.
@@ -154,7 +154,7 @@ func connect() (*Cluster, error) {
 	// measure the limiter.
 	cfg.QPS, cfg.Burst = 500, 1000
 	c.Config = cfg
-	if c.Client, err = client.New(cfg, client.Options{Scheme: reconcile.Scheme}); err != nil {
+	if c.Client, err = client.New(cfg, client.Options{Scheme: kubescheme.Scheme}); err != nil {
 		return nil, fmt.Errorf("failed to create client: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

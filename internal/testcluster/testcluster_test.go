@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 )
 
 // TestRBACIsEnforced impersonates a user with no bindings: the cluster must
@@ -26,7 +26,7 @@ func TestRBACIsEnforced(t *testing.T) {
 	cluster := testcluster.Get(t)
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "mallory@example.com"}
-	c, err := client.New(cfg, client.Options{Scheme: reconcile.Scheme})
+	c, err := client.New(cfg, client.Options{Scheme: kubescheme.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
 )
 
@@ -174,7 +174,7 @@ func impersonate(t *testing.T, cluster *testcluster.Cluster, user string, groups
 	t.Helper()
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
-	c, err := client.New(cfg, client.Options{Scheme: reconcile.Scheme})
+	c, err := client.New(cfg, client.Options{Scheme: kubescheme.Scheme})
 	if err != nil {
 		t.Fatal(err)
 	}
