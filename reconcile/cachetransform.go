@@ -11,7 +11,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
-	sandboxv1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
 // maxSharedMaps bounds how many distinct maps of one kind are kept for
@@ -82,7 +82,7 @@ func templateTransform() toolscache.TransformFunc {
 		if err != nil {
 			return obj, err
 		}
-		if tpl, ok := obj.(*sandboxv1.SandboxTemplate); ok {
+		if tpl, ok := obj.(*v1.SandboxTemplate); ok {
 			tpl.Spec.Resources.Requests = shareList(tpl.Spec.Resources.Requests)
 			tpl.Spec.Resources.Limits = shareList(tpl.Spec.Resources.Limits)
 			if len(tpl.Labels) > 0 {

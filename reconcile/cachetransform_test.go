@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
-	sandboxv1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 )
 
@@ -26,12 +26,12 @@ const cachedTemplate = `{"apiVersion":"agentsandbox.dev/v1alpha1","kind":"Sandbo
 
 // decodeTemplates decodes n templates, the i-th with cpu(i) as its cpu
 // limit, and passes each through transform as the informer would.
-func decodeTemplates(t testing.TB, n int, cpu func(int) string, transform func(any) (any, error)) []*sandboxv1.SandboxTemplate {
+func decodeTemplates(t testing.TB, n int, cpu func(int) string, transform func(any) (any, error)) []*v1.SandboxTemplate {
 	t.Helper()
 	decoder := serializer.NewCodecFactory(kubescheme.Scheme).UniversalDeserializer()
-	out := make([]*sandboxv1.SandboxTemplate, n)
+	out := make([]*v1.SandboxTemplate, n)
 	for i := range out {
-		tpl := &sandboxv1.SandboxTemplate{}
+		tpl := &v1.SandboxTemplate{}
 		if _, _, err := decoder.Decode(fmt.Appendf(nil, cachedTemplate, i, i, i, cpu(i)), nil, tpl); err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +39,7 @@ func decodeTemplates(t testing.TB, n int, cpu func(int) string, transform func(a
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[i] = obj.(*sandboxv1.SandboxTemplate)
+		out[i] = obj.(*v1.SandboxTemplate)
 	}
 	return out
 }
@@ -106,7 +106,7 @@ func TestTemplateTransformKeepsAtMostMaxSharedLists(t *testing.T) {
 // too.
 func BenchmarkTemplateCacheMemory(b *testing.B) {
 	strip := func(obj any) (any, error) {
-		obj.(*sandboxv1.SandboxTemplate).ManagedFields = nil
+		obj.(*v1.SandboxTemplate).ManagedFields = nil
 		return obj, nil
 	}
 	for _, bc := range []struct {

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	sandboxv1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/apply"
 )
@@ -49,7 +49,7 @@ type ManagerOptions struct {
 // functions.
 func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	shutdown := opts.GracefulShutdownTimeout
-	managed := labels.SelectorFromSet(labels.Set{sandboxv1.LabelManagedBy: sandboxv1.ManagedByValue})
+	managed := labels.SelectorFromSet(labels.Set{v1.LabelManagedBy: v1.ManagedByValue})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: kubescheme.Scheme,
 		// Only the objects of sandboxes are cached: a cluster's other pods,
@@ -65,7 +65,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 				&networkingv1.NetworkPolicy{}:   {Label: managed},
 				&rbacv1.RoleBinding{}:           {Label: managed},
 				// A GitSync may declare thousands of templates.
-				&sandboxv1.SandboxTemplate{}: {Transform: templateTransform()},
+				&v1.SandboxTemplate{}: {Transform: templateTransform()},
 			},
 			// No controller reads managed fields from the cache (a
 			// conflict check reads past it), and they would be kept for

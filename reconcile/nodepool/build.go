@@ -5,7 +5,7 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	sandboxv1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
 // desiredRuntimeClass is the RuntimeClass a pool declares, named after it. Its
@@ -14,13 +14,13 @@ import (
 // never repeats selector or tolerations. The controller reference lets the
 // garbage collector delete it with the pool and tells this controller which
 // RuntimeClass it may overwrite.
-func desiredRuntimeClass(pool *sandboxv1.NodePool) *nodev1.RuntimeClass {
+func desiredRuntimeClass(pool *v1.NodePool) *nodev1.RuntimeClass {
 	rc := &nodev1.RuntimeClass{
 		TypeMeta: metav1.TypeMeta{APIVersion: nodev1.SchemeGroupVersion.String(), Kind: "RuntimeClass"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            pool.Name,
-			Labels:          map[string]string{sandboxv1.LabelManagedBy: sandboxv1.ManagedByValue},
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(pool, sandboxv1.GroupVersion.WithKind("NodePool"))},
+			Labels:          map[string]string{v1.LabelManagedBy: v1.ManagedByValue},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(pool, v1.GroupVersion.WithKind("NodePool"))},
 		},
 		Handler: pool.Spec.RuntimeHandler,
 		Scheduling: &nodev1.Scheduling{
@@ -36,7 +36,7 @@ func desiredRuntimeClass(pool *sandboxv1.NodePool) *nodev1.RuntimeClass {
 
 // tolerations tolerates exactly the pool's taints (operator Equal, so a pod of
 // this runtime tolerates this pool's taint value and no other pool's).
-func tolerations(taints []sandboxv1.NodePoolTaint) []corev1.Toleration {
+func tolerations(taints []v1.NodePoolTaint) []corev1.Toleration {
 	if len(taints) == 0 {
 		return nil
 	}
@@ -55,9 +55,9 @@ func tolerations(taints []sandboxv1.NodePoolTaint) []corev1.Toleration {
 // effect is the taint's effect with the CRD default applied, so an object
 // built in memory (tests, a client that skipped defaulting) behaves like one
 // read from the API server.
-func effect(t sandboxv1.NodePoolTaint) sandboxv1.TaintEffect {
+func effect(t v1.NodePoolTaint) v1.TaintEffect {
 	if t.Effect == "" {
-		return sandboxv1.TaintEffect(corev1.TaintEffectNoSchedule)
+		return v1.TaintEffect(corev1.TaintEffectNoSchedule)
 	}
 	return t.Effect
 }

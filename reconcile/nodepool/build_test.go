@@ -10,14 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	sandboxv1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
 // quantities compares resource quantities by value, not by representation.
 var quantities = cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })
 
-func testPool(spec sandboxv1.NodePoolSpec) *sandboxv1.NodePool {
-	return &sandboxv1.NodePool{
+func testPool(spec v1.NodePoolSpec) *v1.NodePool {
+	return &v1.NodePool{
 		ObjectMeta: metav1.ObjectMeta{Name: "gvisor", UID: "uid-1", Generation: 3},
 		Spec:       spec,
 	}
@@ -30,7 +30,7 @@ func TestDesiredRuntimeClass(t *testing.T) {
 	}
 	meta := metav1.ObjectMeta{
 		Name:            "gvisor",
-		Labels:          map[string]string{sandboxv1.LabelManagedBy: sandboxv1.ManagedByValue},
+		Labels:          map[string]string{v1.LabelManagedBy: v1.ManagedByValue},
 		OwnerReferences: []metav1.OwnerReference{owner},
 	}
 	typeMeta := metav1.TypeMeta{APIVersion: "node.k8s.io/v1", Kind: "RuntimeClass"}
@@ -38,20 +38,20 @@ func TestDesiredRuntimeClass(t *testing.T) {
 
 	tests := []struct {
 		name string
-		spec sandboxv1.NodePoolSpec
+		spec v1.NodePoolSpec
 		want *nodev1.RuntimeClass
 	}{{
 		name: "selector only: no tolerations, no overhead",
-		spec: sandboxv1.NodePoolSpec{RuntimeHandler: "runsc", NodeSelector: selector},
+		spec: v1.NodePoolSpec{RuntimeHandler: "runsc", NodeSelector: selector},
 		want: &nodev1.RuntimeClass{
 			TypeMeta: typeMeta, ObjectMeta: meta, Handler: "runsc",
 			Scheduling: &nodev1.Scheduling{NodeSelector: selector},
 		},
 	}, {
 		name: "taints become Equal tolerations, the default effect is NoSchedule",
-		spec: sandboxv1.NodePoolSpec{
+		spec: v1.NodePoolSpec{
 			RuntimeHandler: "kata-qemu", NodeSelector: selector,
-			Taints: []sandboxv1.NodePoolTaint{
+			Taints: []v1.NodePoolTaint{
 				{Key: "agentsandbox.dev/runtime", Value: "kata", Effect: "NoExecute"},
 				{Key: "dedicated"},
 			},
@@ -65,7 +65,7 @@ func TestDesiredRuntimeClass(t *testing.T) {
 		},
 	}, {
 		name: "overhead becomes podFixed",
-		spec: sandboxv1.NodePoolSpec{
+		spec: v1.NodePoolSpec{
 			RuntimeHandler: "runsc", NodeSelector: selector,
 			Overhead: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		},
@@ -78,7 +78,7 @@ func TestDesiredRuntimeClass(t *testing.T) {
 		},
 	}, {
 		name: "an empty overhead is no overhead",
-		spec: sandboxv1.NodePoolSpec{RuntimeHandler: "runsc", NodeSelector: selector, Overhead: corev1.ResourceList{}},
+		spec: v1.NodePoolSpec{RuntimeHandler: "runsc", NodeSelector: selector, Overhead: corev1.ResourceList{}},
 		want: &nodev1.RuntimeClass{
 			TypeMeta: typeMeta, ObjectMeta: meta, Handler: "runsc",
 			Scheduling: &nodev1.Scheduling{NodeSelector: selector},

@@ -25,7 +25,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/fluxcd/pkg/runtime/patch"
 
-	sandboxv1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/apply"
 )
 
@@ -76,7 +76,7 @@ func NewReconciler(mgr ctrl.Manager) *Reconciler {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(controllerName).
-		For(&sandboxv1.NodePool{}, builder.WithPredicates(
+		For(&v1.NodePool{}, builder.WithPredicates(
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&nodev1.RuntimeClass{}, handler.EnqueueRequestsFromMapFunc(poolOfRuntimeClass)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfNode),
@@ -89,7 +89,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // generation is written earlier, so the finalizer is in place before any
 // node is touched and Reconciling shows while the work runs.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
-	pool := &sandboxv1.NodePool{}
+	pool := &v1.NodePool{}
 	if err := r.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
 			return ctrl.Result{}, nil
@@ -101,7 +101,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, r.finalize(ctx, pool, patcher)
 	}
 
-	readyBefore := conditions.Get(pool, sandboxv1.ReadyCondition).DeepCopy()
+	readyBefore := conditions.Get(pool, v1.ReadyCondition).DeepCopy()
 	needsFinalizer, err := r.needsFinalizer(ctx, pool)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -132,7 +132,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 // needsFinalizer reports whether the finalizer must be added before this
 // run touches a node: only a pool that selects (or already labelled) a node
 // has anything to clean up, so a pool selecting no node is deleted at once.
-func (r *Reconciler) needsFinalizer(ctx context.Context, pool *sandboxv1.NodePool) (bool, error) {
+func (r *Reconciler) needsFinalizer(ctx context.Context, pool *v1.NodePool) (bool, error) {
 	if controllerutil.ContainsFinalizer(pool, Finalizer) {
 		return false, nil
 	}
@@ -141,7 +141,7 @@ func (r *Reconciler) needsFinalizer(ctx context.Context, pool *sandboxv1.NodePoo
 		return false, err
 	}
 	for _, n := range nodes {
-		if selects(pool, n.Labels) || n.Labels[sandboxv1.LabelNodePool] == pool.Name {
+		if selects(pool, n.Labels) || n.Labels[v1.LabelNodePool] == pool.Name {
 			return true, nil
 		}
 	}
@@ -151,7 +151,7 @@ func (r *Reconciler) needsFinalizer(ctx context.Context, pool *sandboxv1.NodePoo
 // reconcile applies the RuntimeClass, then the node membership. A foreign
 // RuntimeClass stops it before any node is touched: tainting nodes for a
 // runtime no pod can ask for would only keep other workloads off them.
-func (r *Reconciler) reconcile(ctx context.Context, pool *sandboxv1.NodePool) outcome {
+func (r *Reconciler) reconcile(ctx context.Context, pool *v1.NodePool) outcome {
 	conflict, err := r.applyRuntimeClass(ctx, pool)
 	switch {
 	case err != nil:
@@ -166,7 +166,7 @@ func (r *Reconciler) reconcile(ctx context.Context, pool *sandboxv1.NodePool) ou
 // finalize releases the pool's nodes, then lets the pool go. The
 // RuntimeClass is left to the garbage collector, which deletes it once the
 // pool is gone.
-func (r *Reconciler) finalize(ctx context.Context, pool *sandboxv1.NodePool, patcher *patch.SerialPatcher) error {
+func (r *Reconciler) finalize(ctx context.Context, pool *v1.NodePool, patcher *patch.SerialPatcher) error {
 	if !controllerutil.ContainsFinalizer(pool, Finalizer) {
 		return nil
 	}
@@ -188,7 +188,7 @@ func (r *Reconciler) finalize(ctx context.Context, pool *sandboxv1.NodePool, pat
 func patchOptions() []patch.Option {
 	return []patch.Option{
 		patch.WithOwnedConditions{Conditions: []string{
-			sandboxv1.ReadyCondition, sandboxv1.ReconcilingCondition, sandboxv1.StalledCondition,
+			v1.ReadyCondition, v1.ReconcilingCondition, v1.StalledCondition,
 		}},
 		patch.WithFieldOwner(apply.FieldManager),
 	}
@@ -196,8 +196,8 @@ func patchOptions() []patch.Option {
 
 // recordReadyTransition emits an event when Ready changed status in this
 // run, and nothing otherwise.
-func (r *Reconciler) recordReadyTransition(pool *sandboxv1.NodePool, before *metav1.Condition) {
-	eventType, reason, message, ok := readyEvent(before, conditions.Get(pool, sandboxv1.ReadyCondition))
+func (r *Reconciler) recordReadyTransition(pool *v1.NodePool, before *metav1.Condition) {
+	eventType, reason, message, ok := readyEvent(before, conditions.Get(pool, v1.ReadyCondition))
 	if ok {
 		r.recorder.Eventf(pool, nil, eventType, reason, "Reconcile", "%s", message)
 	}
@@ -213,7 +213,7 @@ func poolOfRuntimeClass(_ context.Context, rc client.Object) []reconcile.Request
 // admit it, and to the pool whose label it carries, which may have to
 // release it.
 func (r *Reconciler) poolsOfNode(ctx context.Context, node client.Object) []reconcile.Request {
-	pools := &sandboxv1.NodePoolList{}
+	pools := &v1.NodePoolList{}
 	if err := r.List(ctx, pools); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "failed to list NodePools for a node event", "node", node.GetName())
 		return nil
@@ -221,7 +221,7 @@ func (r *Reconciler) poolsOfNode(ctx context.Context, node client.Object) []reco
 	var reqs []reconcile.Request
 	for i := range pools.Items {
 		pool := &pools.Items[i]
-		if pool.Name == node.GetLabels()[sandboxv1.LabelNodePool] || selects(pool, node.GetLabels()) {
+		if pool.Name == node.GetLabels()[v1.LabelNodePool] || selects(pool, node.GetLabels()) {
 			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(pool)})
 		}
 	}

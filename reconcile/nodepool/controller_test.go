@@ -17,7 +17,7 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 
-	sandboxv1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/nodepool"
 )
@@ -28,10 +28,10 @@ var (
 )
 
 // spec is a pool of group's nodes with the given taints.
-func spec(group string, taints ...corev1.Taint) sandboxv1.NodePoolSpec {
-	s := sandboxv1.NodePoolSpec{RuntimeHandler: "runsc", NodeSelector: map[string]string{groupLabel: group}}
+func spec(group string, taints ...corev1.Taint) v1.NodePoolSpec {
+	s := v1.NodePoolSpec{RuntimeHandler: "runsc", NodeSelector: map[string]string{groupLabel: group}}
 	for _, t := range taints {
-		s.Taints = append(s.Taints, sandboxv1.NodePoolTaint{Key: t.Key, Value: t.Value, Effect: sandboxv1.TaintEffect(t.Effect)})
+		s.Taints = append(s.Taints, v1.NodePoolTaint{Key: t.Key, Value: t.Value, Effect: v1.TaintEffect(t.Effect)})
 	}
 	return s
 }
@@ -98,7 +98,7 @@ func TestPoolBecomesRuntimeClassAndLabelsItsNodes(t *testing.T) {
 
 // events checks that there are at least the wanted number of events of each
 // reason about the pool.
-func (e *env) events(ctx context.Context, pool *sandboxv1.NodePool, want map[string]int) error {
+func (e *env) events(ctx context.Context, pool *v1.NodePool, want map[string]int) error {
 	list := &eventsv1.EventList{}
 	if err := e.c.List(ctx, list, client.InNamespace(metav1.NamespaceDefault)); err != nil {
 		return err
@@ -219,7 +219,7 @@ func TestNoReadyNodesUntilOneMatches(t *testing.T) {
 	pool := e.pool("", spec(group, dedicated))
 
 	got := e.poolStatus(pool, "not Ready, no nodes", all(ready(metav1.ConditionFalse, nodepool.ReasonNoReadyNodes, false), counts(0, 0)))
-	msg := conditions.GetMessage(got, sandboxv1.ReadyCondition)
+	msg := conditions.GetMessage(got, v1.ReadyCondition)
 	for _, part := range []string{"matched 0 nodes, none Ready", "cannot schedule"} {
 		if !strings.Contains(msg, part) {
 			t.Errorf("Ready message %q does not contain %q", msg, part)
@@ -244,7 +244,7 @@ func TestSecondPoolDoesNotStealANode(t *testing.T) {
 
 	second := e.pool("", spec(group, runtime))
 	got := e.poolStatus(second, "in conflict", ready(metav1.ConditionFalse, nodepool.ReasonNodeConflict, true))
-	msg := conditions.GetMessage(got, sandboxv1.ReadyCondition)
+	msg := conditions.GetMessage(got, v1.ReadyCondition)
 	if !strings.Contains(msg, n.Name) || !strings.Contains(msg, first.Name) {
 		t.Errorf("Ready message %q does not name node %s and pool %s", msg, n.Name, first.Name)
 	}
@@ -272,7 +272,7 @@ func TestForeignRuntimeClassIsLeftAlone(t *testing.T) {
 	pool := e.pool(name, spec(group, dedicated))
 
 	got := e.poolStatus(pool, "in conflict", ready(metav1.ConditionFalse, nodepool.ReasonRuntimeClassConflict, true))
-	if msg := conditions.GetMessage(got, sandboxv1.ReadyCondition); !strings.Contains(msg, "RuntimeClass "+name) {
+	if msg := conditions.GetMessage(got, v1.ReadyCondition); !strings.Contains(msg, "RuntimeClass "+name) {
 		t.Errorf("Ready message %q does not name RuntimeClass %s", msg, name)
 	}
 	rc := &nodev1.RuntimeClass{}

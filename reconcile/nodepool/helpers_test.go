@@ -16,7 +16,7 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 
-	sandboxv1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/nodepool"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
@@ -60,12 +60,12 @@ func (e *env) node(group string) *corev1.Node {
 
 // pool creates a NodePool named name (a fresh name when empty) and, when
 // the test ends, deletes it and waits until the controller has let it go.
-func (e *env) pool(name string, spec sandboxv1.NodePoolSpec) *sandboxv1.NodePool {
+func (e *env) pool(name string, spec v1.NodePoolSpec) *v1.NodePool {
 	e.t.Helper()
 	if name == "" {
 		name = testcluster.Name("np")
 	}
-	p := &sandboxv1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+	p := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
 	if err := e.c.Create(context.Background(), p); err != nil {
 		e.t.Fatalf("create NodePool: %v", err)
 	}
@@ -75,14 +75,14 @@ func (e *env) pool(name string, spec sandboxv1.NodePoolSpec) *sandboxv1.NodePool
 
 // deletePool deletes the pool and waits until it is gone, which means the
 // controller released its nodes.
-func (e *env) deletePool(p *sandboxv1.NodePool) {
+func (e *env) deletePool(p *v1.NodePool) {
 	e.t.Helper()
 	if err := e.c.Delete(context.Background(), p); err != nil && !apierrors.IsNotFound(err) {
 		e.t.Errorf("delete NodePool %s: %v", p.Name, err)
 		return
 	}
 	e.eventually("NodePool "+p.Name+" deleted", func(ctx context.Context) error {
-		err := e.c.Get(ctx, client.ObjectKeyFromObject(p), &sandboxv1.NodePool{})
+		err := e.c.Get(ctx, client.ObjectKeyFromObject(p), &v1.NodePool{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -106,16 +106,16 @@ func (e *env) eventually(what string, check func(ctx context.Context) error) {
 }
 
 // getPool reads the pool's live state.
-func (e *env) getPool(ctx context.Context, p *sandboxv1.NodePool) (*sandboxv1.NodePool, error) {
-	got := &sandboxv1.NodePool{}
+func (e *env) getPool(ctx context.Context, p *v1.NodePool) (*v1.NodePool, error) {
+	got := &v1.NodePool{}
 	return got, e.c.Get(ctx, client.ObjectKeyFromObject(p), got)
 }
 
 // poolStatus waits until the pool's status describes its current
 // generation and check accepts it, and returns it.
-func (e *env) poolStatus(p *sandboxv1.NodePool, what string, check func(*sandboxv1.NodePool) error) *sandboxv1.NodePool {
+func (e *env) poolStatus(p *v1.NodePool, what string, check func(*v1.NodePool) error) *v1.NodePool {
 	e.t.Helper()
-	var got *sandboxv1.NodePool
+	var got *v1.NodePool
 	e.eventually("NodePool "+p.Name+" "+what, func(ctx context.Context) error {
 		var err error
 		if got, err = e.getPool(ctx, p); err != nil {
@@ -132,16 +132,16 @@ func (e *env) poolStatus(p *sandboxv1.NodePool, what string, check func(*sandbox
 // ready checks the pool's Ready condition: status, reason, and that
 // Reconciling and Stalled are as wanted (kstatus: stalled only when no
 // retry can help).
-func ready(status metav1.ConditionStatus, reason string, stalled bool) func(*sandboxv1.NodePool) error {
-	return func(p *sandboxv1.NodePool) error {
-		c := conditions.Get(p, sandboxv1.ReadyCondition)
+func ready(status metav1.ConditionStatus, reason string, stalled bool) func(*v1.NodePool) error {
+	return func(p *v1.NodePool) error {
+		c := conditions.Get(p, v1.ReadyCondition)
 		if c == nil || c.Status != status || c.Reason != reason {
 			return fmt.Errorf("Ready = %+v, want %s %s", c, status, reason)
 		}
-		if conditions.Has(p, sandboxv1.ReconcilingCondition) {
-			return fmt.Errorf("Reconciling still set: %+v", conditions.Get(p, sandboxv1.ReconcilingCondition))
+		if conditions.Has(p, v1.ReconcilingCondition) {
+			return fmt.Errorf("Reconciling still set: %+v", conditions.Get(p, v1.ReconcilingCondition))
 		}
-		if got := conditions.IsTrue(p, sandboxv1.StalledCondition); got != stalled {
+		if got := conditions.IsTrue(p, v1.StalledCondition); got != stalled {
 			return fmt.Errorf("Stalled = %v, want %v", got, stalled)
 		}
 		return nil
@@ -149,8 +149,8 @@ func ready(status metav1.ConditionStatus, reason string, stalled bool) func(*san
 }
 
 // counts checks status.nodes and status.readyNodes.
-func counts(nodes, readyNodes int32) func(*sandboxv1.NodePool) error {
-	return func(p *sandboxv1.NodePool) error {
+func counts(nodes, readyNodes int32) func(*v1.NodePool) error {
+	return func(p *v1.NodePool) error {
 		if p.Status.Nodes != nodes || p.Status.ReadyNodes != readyNodes {
 			return fmt.Errorf("nodes/readyNodes = %d/%d, want %d/%d", p.Status.Nodes, p.Status.ReadyNodes, nodes, readyNodes)
 		}
@@ -159,8 +159,8 @@ func counts(nodes, readyNodes int32) func(*sandboxv1.NodePool) error {
 }
 
 // all combines checks.
-func all(checks ...func(*sandboxv1.NodePool) error) func(*sandboxv1.NodePool) error {
-	return func(p *sandboxv1.NodePool) error {
+func all(checks ...func(*v1.NodePool) error) func(*v1.NodePool) error {
+	return func(p *v1.NodePool) error {
 		for _, check := range checks {
 			if err := check(p); err != nil {
 				return err
@@ -173,7 +173,7 @@ func all(checks ...func(*sandboxv1.NodePool) error) func(*sandboxv1.NodePool) er
 // member waits until node carries pool's label and exactly the wanted
 // pool taints, recorded as the pool's, besides the test taint, which must
 // survive.
-func (e *env) member(n *corev1.Node, p *sandboxv1.NodePool, want ...corev1.Taint) {
+func (e *env) member(n *corev1.Node, p *v1.NodePool, want ...corev1.Taint) {
 	e.t.Helper()
 	e.nodeState(n, "in NodePool "+p.Name, p.Name, want)
 }
@@ -192,8 +192,8 @@ func (e *env) nodeState(n *corev1.Node, what, label string, poolTaints []corev1.
 		if err := e.c.Get(ctx, client.ObjectKeyFromObject(n), got); err != nil {
 			return err
 		}
-		if l := got.Labels[sandboxv1.LabelNodePool]; l != label {
-			return fmt.Errorf("label %s = %q, want %q", sandboxv1.LabelNodePool, l, label)
+		if l := got.Labels[v1.LabelNodePool]; l != label {
+			return fmt.Errorf("label %s = %q, want %q", v1.LabelNodePool, l, label)
 		}
 		if _, recorded := got.Annotations[nodepool.AnnotationOwnedTaints]; recorded != (len(poolTaints) > 0) {
 			return fmt.Errorf("annotation %s present = %v, want %v", nodepool.AnnotationOwnedTaints, recorded, len(poolTaints) > 0)

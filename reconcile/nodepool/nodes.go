@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	sandboxv1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
 // AnnotationOwnedTaints records, on a node, the taints (key and effect) that
@@ -48,13 +48,13 @@ type nodeReport struct {
 
 // selects reports whether the pool's selector matches a node's labels. An
 // empty selector (refused by the CRD) selects nothing rather than every node.
-func selects(pool *sandboxv1.NodePool, nodeLabels map[string]string) bool {
+func selects(pool *v1.NodePool, nodeLabels map[string]string) bool {
 	return len(pool.Spec.NodeSelector) > 0 &&
 		labels.SelectorFromSet(pool.Spec.NodeSelector).Matches(labels.Set(nodeLabels))
 }
 
 // nodeTaints are the taints the pool keeps on its nodes.
-func nodeTaints(pool *sandboxv1.NodePool) []corev1.Taint {
+func nodeTaints(pool *v1.NodePool) []corev1.Taint {
 	out := make([]corev1.Taint, 0, len(pool.Spec.Taints))
 	for _, t := range pool.Spec.Taints {
 		out = append(out, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(effect(t))})
@@ -77,7 +77,7 @@ func nodeReady(node *corev1.Node) bool {
 // the record of the taints it owns. Owned taints the spec no longer has are
 // removed; a taint someone else already set identically stays theirs. It
 // reports whether the node changed.
-func join(node *corev1.Node, pool *sandboxv1.NodePool) bool {
+func join(node *corev1.Node, pool *v1.NodePool) bool {
 	before := node.DeepCopy()
 	owned := ownedTaints(node)
 	want := nodeTaints(pool)
@@ -108,7 +108,7 @@ func join(node *corev1.Node, pool *sandboxv1.NodePool) bool {
 	if node.Labels == nil {
 		node.Labels = map[string]string{}
 	}
-	node.Labels[sandboxv1.LabelNodePool] = pool.Name
+	node.Labels[v1.LabelNodePool] = pool.Name
 	return changed(before, node)
 }
 
@@ -124,7 +124,7 @@ func leave(node *corev1.Node) bool {
 		node.Spec.Taints = nil
 	}
 	setOwnedTaints(node, nil)
-	delete(node.Labels, sandboxv1.LabelNodePool)
+	delete(node.Labels, v1.LabelNodePool)
 	return changed(before, node)
 }
 
@@ -194,7 +194,7 @@ var errNodeTaken = errors.New("node was taken by another pool")
 // reconcileNodes makes every node the pool selects a member, unless another
 // pool holds it, and releases the members it no longer selects. A failure on
 // one node does not stop the others.
-func (r *Reconciler) reconcileNodes(ctx context.Context, pool *sandboxv1.NodePool) (*nodeReport, error) {
+func (r *Reconciler) reconcileNodes(ctx context.Context, pool *v1.NodePool) (*nodeReport, error) {
 	nodes, err := r.listNodes(ctx)
 	if err != nil {
 		return nil, err
@@ -203,7 +203,7 @@ func (r *Reconciler) reconcileNodes(ctx context.Context, pool *sandboxv1.NodePoo
 	var errs []error
 	for i := range nodes {
 		node := &nodes[i]
-		holder := node.Labels[sandboxv1.LabelNodePool]
+		holder := node.Labels[v1.LabelNodePool]
 		if !selects(pool, node.Labels) {
 			if holder == pool.Name {
 				errs = append(errs, r.release(ctx, pool, node))
@@ -234,14 +234,14 @@ func (r *Reconciler) reconcileNodes(ctx context.Context, pool *sandboxv1.NodePoo
 
 // releaseNodes takes the pool's label and taints off every node that has
 // them, before the pool is deleted.
-func (r *Reconciler) releaseNodes(ctx context.Context, pool *sandboxv1.NodePool) error {
+func (r *Reconciler) releaseNodes(ctx context.Context, pool *v1.NodePool) error {
 	nodes, err := r.listNodes(ctx)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for i := range nodes {
-		if nodes[i].Labels[sandboxv1.LabelNodePool] == pool.Name {
+		if nodes[i].Labels[v1.LabelNodePool] == pool.Name {
 			errs = append(errs, r.release(ctx, pool, &nodes[i]))
 		}
 	}
@@ -262,7 +262,7 @@ func (r *Reconciler) listNodes(ctx context.Context) ([]corev1.Node, error) {
 
 // poolExists reports whether a NodePool of that name exists.
 func (r *Reconciler) poolExists(ctx context.Context, name string) (bool, error) {
-	err := r.Get(ctx, client.ObjectKey{Name: name}, &sandboxv1.NodePool{})
+	err := r.Get(ctx, client.ObjectKey{Name: name}, &v1.NodePool{})
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -275,38 +275,38 @@ func (r *Reconciler) poolExists(ctx context.Context, name string) (bool, error) 
 // admit joins node to the pool if the cached copy shows it is not a member
 // yet. holder is the pool label the decision was made on: if the node is
 // found labelled differently when written, someone else got there first.
-func (r *Reconciler) admit(ctx context.Context, pool *sandboxv1.NodePool, cached *corev1.Node, holder string) error {
+func (r *Reconciler) admit(ctx context.Context, pool *v1.NodePool, cached *corev1.Node, holder string) error {
 	if !join(cached.DeepCopy(), pool) {
 		return nil
 	}
 	changed, err := r.patchNode(ctx, cached.Name, func(node *corev1.Node) (bool, error) {
-		if got := node.Labels[sandboxv1.LabelNodePool]; got != holder && got != pool.Name {
+		if got := node.Labels[v1.LabelNodePool]; got != holder && got != pool.Name {
 			return false, fmt.Errorf("failed to label node %s: %w", node.Name, errNodeTaken)
 		}
 		return join(node, pool), nil
 	})
 	if err == nil && changed && holder != pool.Name {
 		r.recorder.Eventf(pool, cached, corev1.EventTypeNormal, "NodeLabelled", "LabelNode",
-			"node %s joined the pool: labelled %s=%s, %d taints", cached.Name, sandboxv1.LabelNodePool, pool.Name, len(pool.Spec.Taints))
+			"node %s joined the pool: labelled %s=%s, %d taints", cached.Name, v1.LabelNodePool, pool.Name, len(pool.Spec.Taints))
 	}
 	return err
 }
 
 // release makes node leave the pool if the cached copy shows it is still a
 // member.
-func (r *Reconciler) release(ctx context.Context, pool *sandboxv1.NodePool, cached *corev1.Node) error {
+func (r *Reconciler) release(ctx context.Context, pool *v1.NodePool, cached *corev1.Node) error {
 	if !leave(cached.DeepCopy()) {
 		return nil
 	}
 	changed, err := r.patchNode(ctx, cached.Name, func(node *corev1.Node) (bool, error) {
-		if node.Labels[sandboxv1.LabelNodePool] != pool.Name {
+		if node.Labels[v1.LabelNodePool] != pool.Name {
 			return false, nil // released already, or never ours
 		}
 		return leave(node), nil
 	})
 	if err == nil && changed {
 		r.recorder.Eventf(pool, cached, corev1.EventTypeNormal, "NodeUnlabelled", "UnlabelNode",
-			"node %s left the pool: label %s and the pool's taints removed", cached.Name, sandboxv1.LabelNodePool)
+			"node %s left the pool: label %s and the pool's taints removed", cached.Name, v1.LabelNodePool)
 	}
 	return err
 }

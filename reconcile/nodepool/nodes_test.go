@@ -9,15 +9,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
-	sandboxv1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
 var (
 	taintA      = corev1.Taint{Key: "a.test/dedicated", Value: "gvisor", Effect: corev1.TaintEffectNoSchedule}
 	taintB      = corev1.Taint{Key: "b.test/runtime", Value: "runsc", Effect: corev1.TaintEffectPreferNoSchedule}
 	foreign     = corev1.Taint{Key: "node.kubernetes.io/not-ready", Effect: corev1.TaintEffectNoSchedule}
-	poolTaintsA = []sandboxv1.NodePoolTaint{{Key: taintA.Key, Value: taintA.Value, Effect: "NoSchedule"}}
-	poolTaintsB = []sandboxv1.NodePoolTaint{{Key: taintB.Key, Value: taintB.Value, Effect: "PreferNoSchedule"}}
+	poolTaintsA = []v1.NodePoolTaint{{Key: taintA.Key, Value: taintA.Value, Effect: "NoSchedule"}}
+	poolTaintsB = []v1.NodePoolTaint{{Key: taintB.Key, Value: taintB.Value, Effect: "PreferNoSchedule"}}
 )
 
 // node builds a node with the given labels, annotations and taints.
@@ -33,7 +33,7 @@ func member(pool string, owned string, taints ...corev1.Taint) *corev1.Node {
 	if owned != "" {
 		annotations[AnnotationOwnedTaints] = owned
 	}
-	return node(map[string]string{"group": "g", sandboxv1.LabelNodePool: pool}, annotations, taints...)
+	return node(map[string]string{"group": "g", v1.LabelNodePool: pool}, annotations, taints...)
 }
 
 const (
@@ -48,7 +48,7 @@ var nodeDiff = cmpopts.EquateEmpty()
 func TestJoin(t *testing.T) {
 	tests := []struct {
 		name        string
-		taints      []sandboxv1.NodePoolTaint
+		taints      []v1.NodePoolTaint
 		in, want    *corev1.Node
 		wantChanged bool
 	}{{
@@ -101,7 +101,7 @@ func TestJoin(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pool := testPool(sandboxv1.NodePoolSpec{NodeSelector: map[string]string{"group": "g"}, Taints: tt.taints})
+			pool := testPool(v1.NodePoolSpec{NodeSelector: map[string]string{"group": "g"}, Taints: tt.taints})
 			got := tt.in.DeepCopy()
 			if changed := join(got, pool); changed != tt.wantChanged {
 				t.Errorf("join() changed = %v, want %v", changed, tt.wantChanged)
@@ -160,7 +160,7 @@ func TestSelects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pool := testPool(sandboxv1.NodePoolSpec{NodeSelector: tt.selector})
+			pool := testPool(v1.NodePoolSpec{NodeSelector: tt.selector})
 			if got := selects(pool, tt.labels); got != tt.want {
 				t.Errorf("selects() = %v, want %v", got, tt.want)
 			}

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	sandboxv1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/apply"
 )
 
@@ -18,7 +18,7 @@ import (
 // RuntimeClass of that name that the pool does not control is someone
 // else's (another tool, or a cluster's built-in gVisor class): it is left
 // alone and described in the returned conflict instead.
-func (r *Reconciler) applyRuntimeClass(ctx context.Context, pool *sandboxv1.NodePool) (conflict string, err error) {
+func (r *Reconciler) applyRuntimeClass(ctx context.Context, pool *v1.NodePool) (conflict string, err error) {
 	existing, err := r.getRuntimeClass(ctx, pool.Name)
 	if err != nil {
 		return "", err

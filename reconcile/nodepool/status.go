@@ -9,7 +9,7 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 
-	sandboxv1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
 // Condition reasons of a NodePool. Succeeded, Progressing,
@@ -54,7 +54,7 @@ type outcome struct {
 // marks what no retry can fix. observedGeneration moves only once the
 // generation has been fully handled, so a pending retry reads as in
 // progress.
-func setStatus(pool *sandboxv1.NodePool, o outcome) {
+func setStatus(pool *v1.NodePool, o outcome) {
 	switch {
 	case o.runtimeClass != "":
 		pool.Status.RuntimeClassName = o.runtimeClass
@@ -65,7 +65,7 @@ func setStatus(pool *sandboxv1.NodePool, o outcome) {
 		pool.Status.Nodes, pool.Status.ReadyNodes = o.nodes.matching, o.nodes.ready
 	}
 	if o.err != nil {
-		conditions.MarkFalse(pool, sandboxv1.ReadyCondition, ReasonReconciliationFailed, "%s", o.err)
+		conditions.MarkFalse(pool, v1.ReadyCondition, ReasonReconciliationFailed, "%s", o.err)
 		conditions.MarkReconciling(pool, ReasonProgressingWithRetry, "retrying after: %s", o.err)
 		return
 	}
@@ -78,14 +78,14 @@ func setStatus(pool *sandboxv1.NodePool, o outcome) {
 	case o.nodes == nil || o.nodes.ready == 0:
 		// Waiting for nodes is neither progress nor a spec problem: node
 		// events reconcile the pool again when one becomes Ready.
-		conditions.Delete(pool, sandboxv1.ReconcilingCondition)
-		conditions.Delete(pool, sandboxv1.StalledCondition)
-		conditions.MarkFalse(pool, sandboxv1.ReadyCondition, ReasonNoReadyNodes,
+		conditions.Delete(pool, v1.ReconcilingCondition)
+		conditions.Delete(pool, v1.StalledCondition)
+		conditions.MarkFalse(pool, v1.ReadyCondition, ReasonNoReadyNodes,
 			"node selector matched %d nodes, none Ready: sandboxes on this pool cannot schedule", pool.Status.Nodes)
 	default:
-		conditions.Delete(pool, sandboxv1.ReconcilingCondition)
-		conditions.Delete(pool, sandboxv1.StalledCondition)
-		conditions.MarkTrue(pool, sandboxv1.ReadyCondition, ReasonSucceeded,
+		conditions.Delete(pool, v1.ReconcilingCondition)
+		conditions.Delete(pool, v1.StalledCondition)
+		conditions.MarkTrue(pool, v1.ReadyCondition, ReasonSucceeded,
 			"RuntimeClass %s applied, %d of %d nodes Ready", o.runtimeClass, o.nodes.ready, o.nodes.matching)
 	}
 }
@@ -94,15 +94,15 @@ func setStatus(pool *sandboxv1.NodePool, o outcome) {
 // generation: the status describes an older one and does not say yet that
 // this one is being reconciled. A retry of the same generation is not a
 // start, so it does not rewrite Reconciling back and forth.
-func startsGeneration(pool *sandboxv1.NodePool) bool {
+func startsGeneration(pool *v1.NodePool) bool {
 	return pool.Status.ObservedGeneration != pool.Generation &&
 		(!conditions.IsReconciling(pool) ||
-			conditions.GetObservedGeneration(pool, sandboxv1.ReconcilingCondition) != pool.Generation)
+			conditions.GetObservedGeneration(pool, v1.ReconcilingCondition) != pool.Generation)
 }
 
 // stall marks a problem that only a change of a declaration fixes.
-func stall(pool *sandboxv1.NodePool, reason, message string) {
-	conditions.MarkFalse(pool, sandboxv1.ReadyCondition, reason, "%s", message)
+func stall(pool *v1.NodePool, reason, message string) {
+	conditions.MarkFalse(pool, v1.ReadyCondition, reason, "%s", message)
 	conditions.MarkStalled(pool, reason, "%s", message)
 }
 

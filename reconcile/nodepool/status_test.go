@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	sandboxv1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
 // want is the expected status of a condition: "" means absent.
@@ -65,10 +65,10 @@ func TestSetStatus(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pool := testPool(sandboxv1.NodePoolSpec{})
+			pool := testPool(v1.NodePoolSpec{})
 			// A pool seen before: last status of generation 2, and the
 			// Reconciling the start of this run set.
-			pool.Status = sandboxv1.NodePoolStatus{ObservedGeneration: 2, RuntimeClassName: "gvisor", Nodes: 5, ReadyNodes: 4}
+			pool.Status = v1.NodePoolStatus{ObservedGeneration: 2, RuntimeClassName: "gvisor", Nodes: 5, ReadyNodes: 4}
 			conditions.MarkReconciling(pool, ReasonProgressing, "reconciling generation 3")
 
 			setStatus(pool, tt.o)
@@ -82,13 +82,13 @@ func TestSetStatus(t *testing.T) {
 			if pool.Status.RuntimeClassName != tt.wantRuntimeClass {
 				t.Errorf("runtimeClassName = %q, want %q", pool.Status.RuntimeClassName, tt.wantRuntimeClass)
 			}
-			checkCondition(t, pool, sandboxv1.ReadyCondition, tt.want.ready)
-			checkCondition(t, pool, sandboxv1.ReconcilingCondition, tt.want.reconciling)
-			checkCondition(t, pool, sandboxv1.StalledCondition, tt.want.stalled)
-			if got := conditions.GetReason(pool, sandboxv1.ReadyCondition); got != tt.want.readyReason {
+			checkCondition(t, pool, v1.ReadyCondition, tt.want.ready)
+			checkCondition(t, pool, v1.ReconcilingCondition, tt.want.reconciling)
+			checkCondition(t, pool, v1.StalledCondition, tt.want.stalled)
+			if got := conditions.GetReason(pool, v1.ReadyCondition); got != tt.want.readyReason {
 				t.Errorf("Ready reason = %q, want %q", got, tt.want.readyReason)
 			}
-			msg := conditions.GetMessage(pool, sandboxv1.ReadyCondition)
+			msg := conditions.GetMessage(pool, v1.ReadyCondition)
 			for _, part := range tt.want.messageHas {
 				if !strings.Contains(msg, part) {
 					t.Errorf("Ready message %q does not contain %q", msg, part)
@@ -103,7 +103,7 @@ func TestSetStatus(t *testing.T) {
 	}
 }
 
-func checkCondition(t *testing.T, pool *sandboxv1.NodePool, conditionType, want string) {
+func checkCondition(t *testing.T, pool *v1.NodePool, conditionType, want string) {
 	t.Helper()
 	c := conditions.Get(pool, conditionType)
 	switch {
@@ -176,29 +176,29 @@ func TestReadyEvent(t *testing.T) {
 func TestStartsGeneration(t *testing.T) {
 	tests := []struct {
 		name     string
-		prepare  func(*sandboxv1.NodePool)
+		prepare  func(*v1.NodePool)
 		observed int64
 		want     bool
 	}{
-		{"a new pool", func(*sandboxv1.NodePool) {}, 0, true},
-		{"a new generation of a reconciled pool", func(p *sandboxv1.NodePool) {
+		{"a new pool", func(*v1.NodePool) {}, 0, true},
+		{"a new generation of a reconciled pool", func(p *v1.NodePool) {
 			p.Generation = 2
-			conditions.MarkTrue(p, sandboxv1.ReadyCondition, ReasonSucceeded, "ok")
+			conditions.MarkTrue(p, v1.ReadyCondition, ReasonSucceeded, "ok")
 			p.Generation = 3
 		}, 2, true},
-		{"a new generation while retrying the previous one", func(p *sandboxv1.NodePool) {
+		{"a new generation while retrying the previous one", func(p *v1.NodePool) {
 			p.Generation = 2
 			conditions.MarkReconciling(p, ReasonProgressingWithRetry, "retrying")
 			p.Generation = 3
 		}, 1, true},
-		{"a retry of this generation", func(p *sandboxv1.NodePool) {
+		{"a retry of this generation", func(p *v1.NodePool) {
 			conditions.MarkReconciling(p, ReasonProgressingWithRetry, "retrying")
 		}, 2, false},
-		{"the generation is observed", func(*sandboxv1.NodePool) {}, 3, false},
+		{"the generation is observed", func(*v1.NodePool) {}, 3, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pool := testPool(sandboxv1.NodePoolSpec{})
+			pool := testPool(v1.NodePoolSpec{})
 			tt.prepare(pool)
 			pool.Status.ObservedGeneration = tt.observed
 			if got := startsGeneration(pool); got != tt.want {

@@ -248,7 +248,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{RequeueAfter: settlingRetry}, nil
 	}
 	if err != nil {
-		conditions.MarkFalse(sbx, v1.ReadyCondition, "PodFailed", "%v", err)
+		conditions.MarkFalse(sbx, v1.ReadyCondition, ReasonPodFailed, "%v", err)
 		return ctrl.Result{}, err
 	}
 	r.setStatus(sbx, namespace, observed{desired: desired, pod: pod, expired: expired})
