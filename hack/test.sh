@@ -90,10 +90,12 @@ log "go test ./... on ${#clusters[@]} clusters (${AGENTSANDBOX_TEST_CLUSTERS})"
 # Through gotestsum, which prints what go test prints and keeps the JSON
 # events, from which the slowest tests are listed at the end, pass or fail:
 # where make test's minutes go.
-# The longest packages first (go test starts them in the order given), the
-# real node's among them, as it can only take the first cluster: started
-# last, they would run alone at the end while the other cluster idles.
-longest=(./realnode ./cmd/agentsandbox ./provider)
+# The longest packages first (go test starts them in the order given):
+# started last, one would run alone at the end while the other cluster
+# idles. realnode comes first, as it can only take the first cluster, and
+# provider, the longest, takes the second at once; cmd/agentsandbox follows
+# on whichever is free.
+longest=(./realnode ./provider ./cmd/agentsandbox)
 mapfile -t rest < <(go list ./... | grep -v -x -F "$(printf 'github.com/agentsandbox/terraform-provider-agentsandbox/%s\n' "${longest[@]#./}")")
 packages=("${longest[@]}" "${rest[@]}")
 report="$(mktemp -t agentsandbox-test-XXXXXX.json)"

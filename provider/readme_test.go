@@ -12,7 +12,8 @@ import (
 )
 
 // TestREADMEInstallRecipe runs the README's installation block as written,
-// in a home directory of its own, and then validates a configuration that
+// in a home directory of its own, with OpenTofu and with Terraform (the
+// block's init line says either), and then validates a configuration that
 // names the provider by its short source: `init` must install it from the
 // mirror without asking a registry.
 func TestREADMEInstallRecipe(t *testing.T) {
@@ -29,10 +30,27 @@ func TestREADMEInstallRecipe(t *testing.T) {
 		t.Fatal("README.md has no installation block marked for TestREADMEInstallRecipe")
 	}
 	lines := strings.Split(strings.TrimSpace(string(m[1])), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[2], "tofu init") {
-		t.Fatalf("the installation block is no longer install, export, init: %q", lines)
+	if len(lines) != 3 || !strings.HasPrefix(lines[2], "tofu init") || !strings.Contains(lines[2], "terraform init") {
+		t.Fatalf("the installation block is no longer install, export, tofu init (or terraform init): %q", lines)
 	}
+	for _, tool := range []struct{ name, bin, init string }{
+		{"OpenTofu", "tofu", lines[2]},
+		{"Terraform", "terraform", "terraform init"},
+	} {
+		t.Run(tool.name, func(t *testing.T) {
+			dir, err := testcluster.ToolBin(tool.bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			runInstallRecipe(t, root, dir, lines[0], lines[1], tool.init, tool.bin+" validate -no-color")
+		})
+	}
+}
 
+// runInstallRecipe runs install and export in the repository, then init and
+// validate in a configuration's directory, with toolDir on the PATH.
+func runInstallRecipe(t *testing.T, root, toolDir, install, export, init, validate string) {
+	t.Helper()
 	config := t.TempDir()
 	if err := os.WriteFile(filepath.Join(config, "main.tf"), []byte(`
 terraform {
@@ -48,21 +66,12 @@ resource "agentsandbox_template" "python" {
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tofu, err := testcluster.ToolBin("tofu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The block's commands, the first two in the repository and the init
-	// in the configuration's directory, then a validate that needs the
-	// installed provider's schema.
-	script := strings.Join([]string{
-		"set -euo pipefail", "cd " + root, lines[0], lines[1], "cd " + config, lines[2], "tofu validate -no-color",
-	}, "\n")
+	script := strings.Join([]string{"set -euo pipefail", "cd " + root, install, export, "cd " + config, init, validate}, "\n")
 	cmd := exec.Command("bash", "-c", script)
 	home := t.TempDir()
 	cmd.Env = append(os.Environ(),
 		"HOME="+home, "AGENTSANDBOX_CACHE=", "XDG_CACHE_HOME=", "TF_CLI_CONFIG_FILE=",
-		"PATH="+tofu+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"PATH="+toolDir+string(os.PathListSeparator)+os.Getenv("PATH"),
 		// Go's caches stay where they are: only the recipe's own files
 		// go to the new home.
 		"GOCACHE="+goEnv(t, "GOCACHE"), "GOMODCACHE="+goEnv(t, "GOMODCACHE"), "GOPATH="+goEnv(t, "GOPATH"),
