@@ -10,15 +10,7 @@ import (
 	"testing"
 
 	"k8s.io/client-go/util/exec"
-
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
 )
-
-func TestWorkspaceVolumeIsTheReconcilers(t *testing.T) {
-	if workspaceVolume != sandbox.WorkspaceName {
-		t.Errorf("workspaceVolume %q, the reconciler names it %q", workspaceVolume, sandbox.WorkspaceName)
-	}
-}
 
 func TestWorkspacePath(t *testing.T) {
 	for _, tc := range []struct {

@@ -12,11 +12,6 @@ import (
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
-// workspaceVolume is the name the reconciler gives the workspace volume
-// (reconcile/sandbox.WorkspaceName; a test keeps the two equal without this
-// package importing the controllers).
-const workspaceVolume = "workspace"
-
 // target is the running pod of a sandbox, where exec, files, logs and
 // port-forwarding go.
 type target struct {
@@ -57,7 +52,7 @@ func (c *Client) resolve(ctx context.Context, name, action string) (*target, err
 	ctr := pod.Spec.Containers[0]
 	t := &target{sandbox: sbx, namespace: pod.Namespace, pod: pod.Name, container: ctr.Name}
 	for _, m := range ctr.VolumeMounts {
-		if m.Name == workspaceVolume {
+		if m.Name == v1.WorkspaceName {
 			t.workspace = m.MountPath
 		}
 	}

@@ -22,6 +22,12 @@ const (
 // need not wait out when nothing creates it.
 func MissingReference(reason string) bool { return strings.HasSuffix(reason, "NotFound") }
 
+// WorkspaceName names the workspace volume of every sandbox pod, and its
+// PersistentVolumeClaim when the workspace is persistent. It lives beside
+// the types so that the controller that makes the volume and the clients
+// that find the workspace's mount by it (sandboxclient) agree.
+const WorkspaceName = "workspace"
+
 // Labels and annotations the controllers put on the objects they create. They
 // live here, beside the types, so the reconciler, the CLI and the provider
 // select on the same keys.

@@ -24,7 +24,6 @@ import (
 const (
 	PodName       = "sandbox"
 	ContainerName = "sandbox"
-	WorkspaceName = "workspace"
 	// OwnerClusterRole grants exec, port-forward and log access to pods; a
 	// RoleBinding in the sandbox namespace scopes it to the sandbox. Binding
 	// a shipped ClusterRole (the reconciler may only `bind` that one) keeps
@@ -247,7 +246,7 @@ func (b blueprint) workspaceClaim() *corev1.PersistentVolumeClaim {
 	return &corev1.PersistentVolumeClaim{
 		// Only the managed-by label: a claimed member's claim then already
 		// matches its sandbox, and a claim costs no write here.
-		ObjectMeta: metav1.ObjectMeta{Name: WorkspaceName, Namespace: b.namespace, Labels: managedLabels()},
+		ObjectMeta: metav1.ObjectMeta{Name: v1.WorkspaceName, Namespace: b.namespace, Labels: managedLabels()},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			StorageClassName: ws.StorageClassName,
@@ -271,9 +270,9 @@ func (b blueprint) pod() *corev1.Pod {
 	if workingDir == "" {
 		workingDir = mountPath
 	}
-	volume := corev1.Volume{Name: WorkspaceName}
+	volume := corev1.Volume{Name: v1.WorkspaceName}
 	if ws.Persistent {
-		volume.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: WorkspaceName}
+		volume.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v1.WorkspaceName}
 	} else {
 		volume.EmptyDir = &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(workspaceSize(ws))}
 	}
@@ -286,7 +285,7 @@ func (b blueprint) pod() *corev1.Pod {
 		Args:            spec.Args,
 		WorkingDir:      workingDir,
 		Resources:       corev1.ResourceRequirements{Requests: spec.Resources.Requests, Limits: spec.Resources.Limits},
-		VolumeMounts:    []corev1.VolumeMount{{Name: WorkspaceName, MountPath: mountPath}},
+		VolumeMounts:    []corev1.VolumeMount{{Name: v1.WorkspaceName, MountPath: mountPath}},
 		SecurityContext: &corev1.SecurityContext{
 			RunAsNonRoot:             ptr.To(true),
 			AllowPrivilegeEscalation: ptr.To(false),

@@ -57,7 +57,7 @@ func TestStopAndStartKeepTheWorkspace(t *testing.T) {
 	waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
 	ns := sandbox.NamespaceName(sbx.Name)
 	pvc := &corev1.PersistentVolumeClaim{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox.WorkspaceName}, pvc); err != nil {
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: v1.WorkspaceName}, pvc); err != nil {
 		t.Fatalf("workspace claim: %v", err)
 	}
 	firstPod := &corev1.Pod{}
@@ -79,14 +79,14 @@ func TestStopAndStartKeepTheWorkspace(t *testing.T) {
 	setState(t, c, sbx, v1.SandboxRunning)
 	waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
 	again := &corev1.PersistentVolumeClaim{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox.WorkspaceName}, again); err != nil || again.UID != pvc.UID {
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: v1.WorkspaceName}, again); err != nil || again.UID != pvc.UID {
 		t.Fatalf("workspace claim after restart: uid %s, was %s (err %v)", again.UID, pvc.UID, err)
 	}
 	secondPod := &corev1.Pod{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox.PodName}, secondPod); err != nil {
 		t.Fatal(err)
 	}
-	if secondPod.UID == firstPod.UID || secondPod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != sandbox.WorkspaceName {
+	if secondPod.UID == firstPod.UID || secondPod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != v1.WorkspaceName {
 		t.Errorf("restart did not create a new pod on the same claim")
 	}
 	hasEvent(t, c, sbx, string(v1.SandboxPhaseStopped), "alice@example.com")
