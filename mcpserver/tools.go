@@ -167,31 +167,33 @@ func (t *tools) listTemplates(ctx context.Context, _ *mcp.CallToolRequest, _ str
 		return nil, out, fmt.Errorf("listing templates: %w", err)
 	}
 	for _, tpl := range templates.Items {
-		ready := meta.FindStatusCondition(tpl.Status.Conditions, v1.ReadyCondition)
-		out.Templates = append(out.Templates, Template{Name: tpl.Name, Image: tpl.Spec.Image,
-			Ready: ready != nil && ready.Status == "True", Message: notReadyMessage(ready)})
+		ready, why := readiness(tpl.Status.Conditions)
+		out.Templates = append(out.Templates, Template{Name: tpl.Name, Image: tpl.Spec.Image, Ready: ready, Message: why})
 	}
 	pools := &v1.WarmPoolList{}
 	if err := t.kube.List(ctx, pools); err != nil {
 		return nil, out, fmt.Errorf("listing warm pools: %w", err)
 	}
 	for _, p := range pools.Items {
-		ready := meta.FindStatusCondition(p.Status.Conditions, v1.ReadyCondition)
+		ready, why := readiness(p.Status.Conditions)
 		out.WarmPools = append(out.WarmPools, WarmPool{Name: p.Name, Template: p.Spec.TemplateRef.Name,
-			Replicas: p.Status.Replicas, ReadyReplicas: p.Status.ReadyReplicas,
-			Ready: ready != nil && ready.Status == "True", Message: notReadyMessage(ready)})
+			Replicas: p.Status.Replicas, ReadyReplicas: p.Status.ReadyReplicas, Ready: ready, Message: why})
 	}
 	return nil, out, nil
 }
 
-func notReadyMessage(ready *metav1.Condition) string {
-	if ready == nil {
-		return "not reconciled yet"
+// readiness reads an object's Ready condition: whether it is True, and
+// why not when it is not.
+func readiness(conditions []metav1.Condition) (ready bool, why string) {
+	c := meta.FindStatusCondition(conditions, v1.ReadyCondition)
+	switch {
+	case c == nil:
+		return false, "not reconciled yet"
+	case c.Status == metav1.ConditionTrue:
+		return true, ""
+	default:
+		return false, c.Message
 	}
-	if ready.Status == "True" {
-		return ""
-	}
-	return ready.Message
 }
 
 func (t *tools) listSandboxes(ctx context.Context, _ *mcp.CallToolRequest, in listSandboxesIn) (*mcp.CallToolResult, sandboxList, error) {

@@ -52,13 +52,21 @@ var held *os.File
 // take locks the first free cluster of candidates, waiting while every one
 // is held by another test package.
 func take(candidates []candidate) (candidate, error) {
-	files := make([]*os.File, len(candidates))
-	for i, c := range candidates {
+	files := make([]*os.File, 0, len(candidates))
+	// Every lock file but the one held is closed however take returns.
+	defer func() {
+		for _, f := range files {
+			if f != held {
+				_ = f.Close()
+			}
+		}
+	}()
+	for _, c := range candidates {
 		f, err := os.OpenFile(lockPath(c.kubeconfig), os.O_CREATE|os.O_RDWR, 0o600)
 		if err != nil {
 			return candidate{}, fmt.Errorf("failed to open the lock of cluster %s: %w", c.kubeconfig, err)
 		}
-		files[i] = f
+		files = append(files, f)
 	}
 	waiting := false
 	for {
@@ -69,11 +77,6 @@ func take(candidates []candidate) (candidate, error) {
 			}
 			if err != nil {
 				return candidate{}, fmt.Errorf("failed to lock cluster %s: %w", candidates[i].kubeconfig, err)
-			}
-			for j, other := range files {
-				if j != i {
-					_ = other.Close()
-				}
 			}
 			held = f
 			return candidates[i], nil
