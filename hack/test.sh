@@ -23,6 +23,17 @@ log() { printf '==> %s\n' "$*" >&2; }
 
 tools/build.sh
 
+# The SSH tests (TestSSH in cmd/agentsandbox) run Debian's OpenSSH client.
+if ! command -v ssh >/dev/null || ! command -v scp >/dev/null || ! command -v sftp >/dev/null; then
+	if [[ ${EUID} -eq 0 ]] && command -v apt-get >/dev/null; then
+		log "apt-get install openssh-client, for the SSH tests"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-client >/dev/null
+	else
+		log "the SSH tests need ssh, scp and sftp, and will fail: install openssh-client"
+	fi
+fi
+
 log "checking generated files"
 make --no-print-directory verify-generate
 log "gofmt and go vet"

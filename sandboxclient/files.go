@@ -64,6 +64,7 @@ const (
 	codeTooLarge   = 5
 	codeWrongType  = 6
 	codeIncomplete = 7
+	codeExists     = 8
 )
 
 // scriptPrelude defines die and sets $real to the physical path of $2 when
@@ -184,7 +185,7 @@ func (c *Client) WriteFile(ctx context.Context, name, file string, r io.Reader, 
 	defer cancel()
 	in := &exactReader{r: r, remaining: size, short: cancel}
 	var out bytes.Buffer
-	err = c.runScript(ctx, t, writeScript, in, &out, file, abs, strconv.FormatInt(size, 10), strconv.FormatUint(uint64(mode), 8))
+	err = c.runScript(ctx, t, writeScript, in, &out, file, abs, strconv.FormatInt(size, 10), octal(mode))
 	switch {
 	case in.remaining > 0 && in.err != nil:
 		return fmt.Errorf("reading the source of %s after %d of %d bytes: %w", file, size-in.remaining, size, in.err)
@@ -261,6 +262,8 @@ func (c *Client) runScript(ctx context.Context, t *target, script string, stdin 
 		return fmt.Errorf("%w: %s", ErrPathEscape, msg)
 	case codeTooLarge:
 		return fmt.Errorf("%w: %s", ErrTooLarge, msg)
+	case codeExists:
+		return fmt.Errorf("%s: %w", msg, fs.ErrExist)
 	}
 	if msg == "" {
 		msg = fmt.Sprintf("exit code %d", code)

@@ -58,3 +58,16 @@ func (c *Client) resolve(ctx context.Context, name, action string) (*target, err
 	}
 	return t, nil
 }
+
+// Workspace returns the mount path of the sandbox's workspace in its
+// container, where the file operations' relative paths start ("" when the
+// sandbox has none). Like every operation on a running sandbox, it fails
+// with a clear error when the sandbox is missing, not running or not the
+// caller's, so it also checks that a session can begin.
+func (c *Client) Workspace(ctx context.Context, name string) (string, error) {
+	t, err := c.resolve(ctx, name, "connect to")
+	if err != nil {
+		return "", err
+	}
+	return t.workspace, nil
+}

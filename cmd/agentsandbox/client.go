@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -38,6 +39,31 @@ func (f *clientFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.context, "context", "", "kubeconfig context to use")
 	fl.StringVar(&f.as, "as", "", "user to impersonate, e.g. system:serviceaccount:agentsandbox-system:NAME")
 	fl.StringArrayVar(&f.asGroups, "as-group", nil, "group to impersonate (repeatable; needs --as)")
+}
+
+// args are the flags as given, for a command line that runs another
+// agentsandbox command with the same connection (ssh-config's
+// ProxyCommand).
+func (f *clientFlags) args() []string {
+	var args []string
+	if f.kubeconfig != "" {
+		// The other command may run in another directory.
+		path, err := filepath.Abs(f.kubeconfig)
+		if err != nil {
+			path = f.kubeconfig
+		}
+		args = append(args, "--kubeconfig="+path)
+	}
+	if f.context != "" {
+		args = append(args, "--context="+f.context)
+	}
+	if f.as != "" {
+		args = append(args, "--as="+f.as)
+	}
+	for _, g := range f.asGroups {
+		args = append(args, "--as-group="+g)
+	}
+	return args
 }
 
 // config loads the kubeconfig as kubectl does: the file --kubeconfig names,

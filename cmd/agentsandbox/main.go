@@ -40,7 +40,8 @@ func newRootCommand() *cobra.Command {
 		newSuspendCommand(true), newSuspendCommand(false),
 		newClaimCommand(), newListCommand(), newGetCommand(), newExecCommand(), newRunCommand(), newCpCommand(),
 		newPortForwardCommand(), newLogsCommand(), newStateCommand(v1alpha1.SandboxStopped),
-		newStateCommand(v1alpha1.SandboxRunning), newDeleteCommand(), newMCPCommand())
+		newStateCommand(v1alpha1.SandboxRunning), newDeleteCommand(), newMCPCommand(),
+		newSSHProxyCommand(), newSSHConfigCommand())
 	return root
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,24 +32,8 @@ func TestExecInteractiveTerminal(t *testing.T) {
 	}
 	t.Cleanup(func() { cli(t, alice, "", "delete", sbx.Name) })
 
-	master, tty := openPTY(t)
-	setSize(t, master, 30, 100)
-	// Sizes reach the remote terminal concurrently with the command (and
-	// late on a busy machine): the command waits up to 10s for each change.
-	// It lingers a second at the end: kwok closes the terminal as soon as
-	// the command exits, dropping output it has not copied yet.
-	const script = `wait_size() { i=0; while [ "$(stty size)" = "$1" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; stty size; }
-wait_size "0 0"; read line; echo "typed $line"; wait_size "30 100"; sleep 1`
-	cmd := command(t, alice, "exec", "-it", sbx.Name, "--", "sh", "-c", script)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	_ = tty.Close()
-	screen := &screen{}
-	go screen.copyFrom(master)
-
+	cmd := command(t, alice, "exec", "-it", sbx.Name, "--", "sh", "-c", resizeScript)
+	master, screen := onTerminal(t, cmd, 30, 100)
 	screen.wait(t, "30 100")
 	setSize(t, master, 40, 120) // the binary hears SIGWINCH and sends the size
 	if _, err := master.WriteString("hello\r"); err != nil {
@@ -59,6 +44,33 @@ wait_size "0 0"; read line; echo "typed $line"; wait_size "30 100"; sleep 1`
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("exec -it: %v; screen %q", err, screen.String())
 	}
+}
+
+// resizeScript prints the terminal's size once it is known, echoes a
+// typed line, and prints the size again once it changed from 30x100.
+// Sizes reach the remote terminal concurrently with the command (and late
+// on a busy machine): it waits up to 10s for each change. It lingers a
+// second at the end: kwok closes the terminal as soon as the command exits,
+// dropping output it has not copied yet.
+const resizeScript = `wait_size() { i=0; while [ "$(stty size)" = "$1" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done; stty size; }
+wait_size "0 0"; read line; echo "typed $line"; wait_size "30 100"; sleep 1`
+
+// onTerminal starts cmd on a new pseudo-terminal of rows x cols, as its
+// controlling terminal, and returns the terminal's master side, which the
+// test types into and resizes, and what the terminal shows.
+func onTerminal(t *testing.T, cmd *exec.Cmd, rows, cols uint16) (*os.File, *screen) {
+	t.Helper()
+	master, tty := openPTY(t)
+	setSize(t, master, rows, cols)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = tty.Close()
+	screen := &screen{}
+	go screen.copyFrom(master)
+	return master, screen
 }
 
 // openPTY opens a pseudo-terminal pair: the master the test types into

@@ -1,0 +1,206 @@
+package sshproxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"sync"
+
+	"golang.org/x/crypto/ssh"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
+)
+
+// loginShell is what an SSH session without a command runs: the image's
+// bash when it has one, else sh, as a login shell.
+const loginShell = `if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh -l; fi`
+
+// envName is a variable name a session may set (the "env" request, which
+// OpenSSH sends for SendEnv and SetEnv; LANG and LC_* by default on
+// Debian). Other names are refused, as sshd refuses names it does not
+// accept.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// session is one "session" channel: at most one shell, command or
+// subsystem, with the terminal and environment requested before it.
+type session struct {
+	server    *Server
+	ch        ssh.Channel
+	workspace string
+
+	env   []string
+	tty   bool
+	sizes *sizeQueue
+
+	started bool
+	done    chan struct{}
+}
+
+// Request payloads (RFC 4254 section 6).
+type (
+	ptyRequest struct {
+		Term                   string
+		Columns, Rows          uint32
+		WidthPixels, HeightPix uint32
+		Modes                  string
+	}
+	windowChange struct {
+		Columns, Rows          uint32
+		WidthPixels, HeightPix uint32
+	}
+	envRequest  struct{ Name, Value string }
+	execRequest struct{ Command string }
+)
+
+func (s *session) serve(ctx context.Context, requests <-chan *ssh.Request) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.done = make(chan struct{})
+	s.sizes = newSizeQueue()
+	defer s.sizes.close()
+	for req := range requests {
+		ok := s.handle(ctx, req)
+		if req.WantReply {
+			_ = req.Reply(ok, nil)
+		}
+	}
+	// The client closed the channel: stop what still runs for it.
+	cancel()
+	if s.started {
+		<-s.done
+	}
+}
+
+// handle answers one request; false refuses it.
+func (s *session) handle(ctx context.Context, req *ssh.Request) bool {
+	switch req.Type {
+	case "pty-req":
+		var p ptyRequest
+		if s.started || ssh.Unmarshal(req.Payload, &p) != nil {
+			return false
+		}
+		s.tty = true
+		if p.Term != "" {
+			s.env = append(s.env, "TERM="+p.Term)
+		}
+		s.sizes.push(p.Columns, p.Rows)
+		return true
+	case "window-change":
+		var w windowChange
+		if ssh.Unmarshal(req.Payload, &w) != nil {
+			return false
+		}
+		s.sizes.push(w.Columns, w.Rows)
+		return true
+	case "env":
+		var e envRequest
+		if s.started || ssh.Unmarshal(req.Payload, &e) != nil || !envName.MatchString(e.Name) {
+			return false
+		}
+		s.env = append(s.env, e.Name+"="+e.Value)
+		return true
+	case "shell":
+		return s.start(func() int { return s.run(ctx, loginShell) })
+	case "exec":
+		var e execRequest
+		if ssh.Unmarshal(req.Payload, &e) != nil {
+			return false
+		}
+		return s.start(func() int { return s.run(ctx, e.Command) })
+	case "subsystem":
+		var e execRequest
+		if ssh.Unmarshal(req.Payload, &e) != nil || e.Command != "sftp" {
+			return false
+		}
+		return s.start(func() int { return s.serveSFTP(ctx) })
+	}
+	// signal, x11-req, auth-agent-req@openssh.com, break: not served.
+	return false
+}
+
+// start runs work once per session; when it ends, its exit status is sent
+// and the channel closed. A negative status sends none, which the client
+// reports as a failed session (ssh exits 255).
+func (s *session) start(work func() int) bool {
+	if s.started {
+		return false
+	}
+	s.started = true
+	go func() {
+		defer close(s.done)
+		code := work()
+		_ = s.ch.CloseWrite()
+		if code >= 0 {
+			_, _ = s.ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(code)}))
+		}
+		_ = s.ch.Close()
+	}()
+	return true
+}
+
+// run runs command with sh -c in the sandbox, as sshd runs it with the
+// user's shell, with the session's environment and terminal.
+func (s *session) run(ctx context.Context, command string) int {
+	argv := append([]string{"env"}, s.env...)
+	argv = append(argv, "sh", "-c", command)
+	opts := sandboxclient.ExecOptions{Command: argv, Stdin: s.ch, Stdout: s.ch, Stderr: s.ch.Stderr(), TTY: s.tty}
+	if s.tty {
+		opts.Stderr, opts.Resize = nil, s.sizes
+	}
+	code, err := s.server.Client.Exec(ctx, s.server.Sandbox, opts)
+	if err != nil {
+		s.fail(err)
+		return -1
+	}
+	return code
+}
+
+// fail reports why the session could not run to the client's stderr (its
+// terminal when it has one, which needs a carriage return).
+func (s *session) fail(err error) {
+	msg := fmt.Sprintf("agentsandbox: %v\n", err)
+	var w io.Writer = s.ch.Stderr()
+	if s.tty {
+		msg = fmt.Sprintf("agentsandbox: %v\r\n", err)
+		w = s.ch
+	}
+	_, _ = io.WriteString(w, msg)
+}
+
+// sizeQueue is remotecommand.TerminalSizeQueue for the session's terminal:
+// the latest size not yet sent, replaced by a newer one.
+type sizeQueue struct {
+	sizes   chan remotecommand.TerminalSize
+	stopped chan struct{}
+	once    sync.Once
+}
+
+func newSizeQueue() *sizeQueue {
+	return &sizeQueue{sizes: make(chan remotecommand.TerminalSize, 1), stopped: make(chan struct{})}
+}
+
+func (q *sizeQueue) push(columns, rows uint32) {
+	size := remotecommand.TerminalSize{Width: uint16(min(columns, 0xffff)), Height: uint16(min(rows, 0xffff))}
+	select {
+	case <-q.sizes:
+	default:
+	}
+	select {
+	case q.sizes <- size:
+	default:
+	}
+}
+
+// Next returns the next size, nil once the session ended.
+func (q *sizeQueue) Next() *remotecommand.TerminalSize {
+	select {
+	case size := <-q.sizes:
+		return &size
+	case <-q.stopped:
+		return nil
+	}
+}
+
+func (q *sizeQueue) close() { q.once.Do(func() { close(q.stopped) }) }
