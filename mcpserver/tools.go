@@ -11,8 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
@@ -167,7 +165,7 @@ func (t *tools) listTemplates(ctx context.Context, _ *mcp.CallToolRequest, _ str
 		return nil, out, fmt.Errorf("listing templates: %w", err)
 	}
 	for _, tpl := range templates.Items {
-		ready, why := readiness(tpl.Status.Conditions)
+		ready, why := readiness(&tpl)
 		out.Templates = append(out.Templates, Template{Name: tpl.Name, Image: tpl.Spec.Image, Ready: ready, Message: why})
 	}
 	pools := &v1.WarmPoolList{}
@@ -175,25 +173,21 @@ func (t *tools) listTemplates(ctx context.Context, _ *mcp.CallToolRequest, _ str
 		return nil, out, fmt.Errorf("listing warm pools: %w", err)
 	}
 	for _, p := range pools.Items {
-		ready, why := readiness(p.Status.Conditions)
+		ready, why := readiness(&p)
 		out.WarmPools = append(out.WarmPools, WarmPool{Name: p.Name, Template: p.Spec.TemplateRef.Name,
 			Replicas: p.Status.Replicas, ReadyReplicas: p.Status.ReadyReplicas, Ready: ready, Message: why})
 	}
 	return nil, out, nil
 }
 
-// readiness reads an object's Ready condition: whether it is True, and
-// why not when it is not.
-func readiness(conditions []metav1.Condition) (ready bool, why string) {
-	c := meta.FindStatusCondition(conditions, v1.ReadyCondition)
-	switch {
-	case c == nil:
-		return false, "not reconciled yet"
-	case c.Status == metav1.ConditionTrue:
+// readiness is whether an object is ready (v1alpha1.Readiness, as
+// Terraform and GitOps judge it), and why not when it is not.
+func readiness(obj v1.Judged) (ready bool, why string) {
+	r := obj.Readiness()
+	if r.Ready {
 		return true, ""
-	default:
-		return false, c.Message
 	}
+	return false, r.Message
 }
 
 func (t *tools) listSandboxes(ctx context.Context, _ *mcp.CallToolRequest, in listSandboxesIn) (*mcp.CallToolResult, sandboxList, error) {

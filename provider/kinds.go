@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/config/crd"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/provider/crdschema"
 )
@@ -20,8 +21,8 @@ type kind struct {
 	// serverDefaulted are spec attributes an admission step sets when they
 	// are left unset.
 	serverDefaulted map[string]bool
-	// ready tells whether an object is ready, readyDoc what that means.
-	ready    readiness
+	// readyDoc says what ready means for the kind (v1alpha1.Readiness), in
+	// the resource's documentation.
 	readyDoc string
 	// waitOptIn makes wait_for_ready false unless set: for kinds whose
 	// readiness depends on things outside the cluster.
@@ -32,19 +33,19 @@ type kind struct {
 
 // kinds are the provider's resource types, in dependency order.
 var kinds = []*kind{
-	{typeName: "node_pool", crdKind: "NodePool", noun: "node pool", ready: readyCondition,
+	{typeName: "node_pool", crdKind: v1.KindNodePool, noun: "node pool",
 		readyDoc: "Ready condition True: the RuntimeClass exists and a selected node is Ready"},
-	{typeName: "template", crdKind: "SandboxTemplate", noun: "sandbox template", ready: readyCondition,
+	{typeName: "template", crdKind: v1.KindSandboxTemplate, noun: "sandbox template",
 		readyDoc: "Ready condition True: the template is valid and its node pool exists"},
-	{typeName: "warm_pool", crdKind: "WarmPool", noun: "warm pool", ready: warmPoolReady,
-		readyDoc: "status.ready_replicas equals spec.replicas"},
+	{typeName: "warm_pool", crdKind: v1.KindWarmPool, noun: "warm pool",
+		readyDoc: "Ready condition True, and status.replicas and status.ready_replicas equal spec.replicas"},
 	// The admission policy of config/admission sets owner to the creator.
-	{typeName: "sandbox", crdKind: "Sandbox", noun: "sandbox", ready: sandboxReady, serverDefaulted: map[string]bool{"owner": true},
+	{typeName: "sandbox", crdKind: v1.KindSandbox, noun: "sandbox", serverDefaulted: map[string]bool{"owner": true},
 		readyDoc: "Ready condition True, or phase Stopped when spec.state is Stopped"},
 	// A Git sync is Ready once a revision is fetched, applied and healthy:
 	// that takes a reachable server and credentials, which a configuration
 	// often creates later, so waiting is asked for.
-	{typeName: "git_sync", crdKind: "GitSync", noun: "Git sync", ready: readyCondition, waitOptIn: true,
+	{typeName: "git_sync", crdKind: v1.KindGitSync, noun: "Git sync", waitOptIn: true,
 		readyDoc: "Ready condition True: the revision is applied and what it declares is healthy"},
 }
 

@@ -8,19 +8,16 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-log/tflog"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 )
 
 // pollInterval is how often waits read the object: a GET is cheap next to
 // what is waited for, and a short interval keeps applies fast.
 const pollInterval = 250 * time.Millisecond
-
-// readiness tells whether an object is ready, and if not, what it is doing
-// (for progress messages). An error means it will not become ready without
-// a change of configuration.
-type readiness func(obj *unstructured.Unstructured) (ready bool, progress string, err error)
 
 // referenceGrace is how long a wait lets an object name another that does
 // not exist (v1alpha1.MissingReference: a sandbox's template, say) before it
@@ -43,9 +40,16 @@ func (o objects) waitReady(ctx context.Context, name string) (*unstructured.Unst
 		if live, err = o.get(ctx, name); err != nil {
 			return false, err
 		}
-		ready, now, err := o.kind.ready(live)
+		readiness, err := readinessOf(live)
 		if err != nil {
-			return false, fmt.Errorf("%s %q cannot become ready: %w", o.kind.noun, name, err)
+			return false, err
+		}
+		if readiness.Failed {
+			return false, fmt.Errorf("%s %q cannot become ready: %s", o.kind.noun, name, readiness.Message)
+		}
+		ready, now := readiness.Ready, readiness.Message
+		if now == "" {
+			now = "not ready yet"
 		}
 		switch status, reason, msg := condition(live, v1.ReadyCondition); {
 		case ready || status != "False" || !observed(live) || !v1.MissingReference(reason):
@@ -96,44 +100,19 @@ func condition(obj *unstructured.Unstructured, typ string) (status, reason, mess
 	return "", "", ""
 }
 
-// readyCondition waits for Ready=True on the current generation and gives
-// up on Stalled=True, which the controllers set for what only a change of
-// declaration fixes.
-func readyCondition(obj *unstructured.Unstructured) (bool, string, error) {
-	if !observed(obj) {
-		return false, "waiting for the reconciler to see this generation", nil
+// readinessOf judges a live object by the API's one definition of ready
+// (v1alpha1.Readiness), which the GitOps health check and the CLI share.
+func readinessOf(live *unstructured.Unstructured) (v1.Readiness, error) {
+	obj, err := kubescheme.Scheme.New(live.GroupVersionKind())
+	if err != nil {
+		return v1.Readiness{}, err
 	}
-	if status, _, msg := condition(obj, v1.StalledCondition); status == "True" {
-		return false, msg, errors.New(msg)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, obj); err != nil {
+		return v1.Readiness{}, fmt.Errorf("reading %s %s: %w", live.GetKind(), live.GetName(), err)
 	}
-	status, _, msg := condition(obj, v1.ReadyCondition)
-	if msg == "" {
-		msg = "no Ready condition yet"
+	judged, ok := obj.(v1.Judged)
+	if !ok {
+		return v1.Readiness{}, fmt.Errorf("%s has no readiness", live.GetKind())
 	}
-	return status == "True", msg, nil
-}
-
-// warmPoolReady waits until every member is Ready.
-func warmPoolReady(obj *unstructured.Unstructured) (bool, string, error) {
-	if _, msg, err := readyCondition(obj); err != nil {
-		return false, msg, err
-	}
-	if !observed(obj) {
-		return false, "waiting for the reconciler to see this generation", nil
-	}
-	want, _, _ := unstructured.NestedInt64(obj.Object, "spec", "replicas")
-	ready, _, _ := unstructured.NestedInt64(obj.Object, "status", "readyReplicas")
-	have, _, _ := unstructured.NestedInt64(obj.Object, "status", "replicas")
-	return ready == want && have == want, fmt.Sprintf("%d of %d members ready", ready, want), nil
-}
-
-// sandboxReady waits for Ready, or for the Stopped phase when the sandbox
-// is declared stopped.
-func sandboxReady(obj *unstructured.Unstructured) (bool, string, error) {
-	state, _, _ := unstructured.NestedString(obj.Object, "spec", "state")
-	if state != string(v1.SandboxStopped) {
-		return readyCondition(obj)
-	}
-	phase, _, _ := unstructured.NestedString(obj.Object, "status", "phase")
-	return observed(obj) && phase == string(v1.SandboxPhaseStopped), "phase " + phase, nil
+	return judged.Readiness(), nil
 }

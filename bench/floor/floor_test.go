@@ -100,7 +100,7 @@ func claimWrites(ctx context.Context, c client.Client, s *v1.Sandbox, ns *corev1
 		LaunchType: v1.LaunchWarm, RequestedAt: &s.CreationTimestamp, ClaimedAt: &now, ReadyAt: &now,
 		ObservedGeneration: s.Generation,
 	}
-	conditions.MarkTrue(s, v1.ReadyCondition, sandbox.ReasonReady, "the sandbox pod is Ready")
+	conditions.MarkTrue(s, v1.ReadyCondition, v1.ReasonPodReady, "the sandbox pod is Ready")
 	return c.Status().Patch(ctx, s, client.MergeFrom(before))
 }
 

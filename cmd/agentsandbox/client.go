@@ -131,7 +131,7 @@ func (o *outputFlag) validate() error {
 // (one object for a single sandbox, a List otherwise).
 func (o *outputFlag) print(w io.Writer, single bool, sandboxes ...v1.Sandbox) error {
 	for i := range sandboxes {
-		sandboxes[i].APIVersion, sandboxes[i].Kind = v1.GroupVersion.String(), "Sandbox"
+		sandboxes[i].APIVersion, sandboxes[i].Kind = v1.GroupVersion.String(), v1.KindSandbox
 	}
 	if sandboxes == nil {
 		sandboxes = []v1.Sandbox{} // "items": [], not null, for scripts

@@ -318,9 +318,8 @@ func (a *Applier) Apply(ctx context.Context, changes []Change) (*ssa.ChangeSet, 
 	return cs, nil
 }
 
-// stages orders the kinds: sandboxes and git syncs reference what comes
-// before and nothing references them.
-var stages = [][]string{{"NodePool"}, {"SandboxTemplate"}, {"WarmPool"}, {"Sandbox", "GitSync"}}
+// stages orders the kinds: each references only kinds before it.
+var stages = v1.ApplyStages
 
 // Inventory lists the declared objects, sorted, as status records them.
 func Inventory(decls []declarations.Declaration) []v1.InventoryEntry {

@@ -7,14 +7,14 @@ import (
 	"strings"
 	"time"
 
-	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	"github.com/fluxcd/pkg/runtime/conditions"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
 )
 
@@ -23,11 +23,10 @@ import (
 // ends. An object that failed (Stalled) ends the wait at once: waiting
 // longer cannot help.
 //
-// Converged is kstatus's Current (the controller observed the generation
-// and reports Ready, or reports nothing), and for a warm pool also
-// readyReplicas == replicas, which kstatus cannot know. An object whose
-// controller has not written any status yet counts as converged, as in
-// kstatus.
+// Converged is v1alpha1.Readiness's Ready: the controller observed the
+// generation and reports Ready, and for a warm pool also has all its
+// members Ready. An object whose controller has not written any status yet
+// counts as converged, as in kstatus.
 //
 // newest are the versions of the objects the caller last listed or
 // applied (ListLive, Record). An object read in an older version (a lower
@@ -136,42 +135,34 @@ func older(a, b string) bool {
 	return err == nil && cmp < 0
 }
 
-// healthOf judges obj, a typed object of kind gvk, as health does.
+// healthOf judges obj, a typed object of kind gvk, by the API's one
+// definition of ready (v1alpha1.Readiness), which Terraform's waits share.
+// An object no controller has written conditions for yet counts as
+// converged, as in kstatus, so that a declaration of a kind whose
+// controller does not run does not hold every sync until its timeout; a
+// warm pool's members are still counted, as they are what it declares.
 func healthOf(obj client.Object, gvk schema.GroupVersionKind) healthState {
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-	if err != nil {
-		return healthState{why: err.Error()}
+	state := healthState{resourceVersion: obj.GetResourceVersion()}
+	judged, ok := obj.(interface {
+		v1.Judged
+		conditions.Getter
+	})
+	if !ok {
+		state.why = fmt.Sprintf("%s has no readiness", gvk.Kind)
+		return state
 	}
-	live := &unstructured.Unstructured{Object: u}
-	live.SetGroupVersionKind(gvk)
-	state := health(live)
-	state.resourceVersion = obj.GetResourceVersion()
+	if len(judged.GetConditions()) == 0 {
+		state.healthy = true
+		if pool, ok := obj.(*v1.WarmPool); ok && pool.Status.ReadyReplicas != pool.DesiredReplicas() {
+			state.healthy = false
+			state.why = v1.MembersReady(pool)
+		}
+		return state
+	}
+	r := judged.Readiness()
+	state.healthy, state.failed = r.Ready, r.Failed
+	if !r.Ready {
+		state.why = r.Message
+	}
 	return state
-}
-
-// health judges a live object: kstatus's Current, and for a warm pool
-// readyReplicas == replicas too.
-func health(live *unstructured.Unstructured) healthState {
-	res, err := kstatus.Compute(live)
-	if err != nil {
-		return healthState{why: err.Error()}
-	}
-	switch res.Status {
-	case kstatus.FailedStatus:
-		return healthState{failed: true, why: res.Message}
-	case kstatus.CurrentStatus:
-	default:
-		return healthState{why: res.Message}
-	}
-	if live.GetKind() == "WarmPool" {
-		replicas, found, _ := unstructured.NestedInt64(live.Object, "spec", "replicas")
-		if !found {
-			replicas = 1 // the CRD default
-		}
-		ready, _, _ := unstructured.NestedInt64(live.Object, "status", "readyReplicas")
-		if ready != replicas {
-			return healthState{why: fmt.Sprintf("%d of %d replicas ready", ready, replicas)}
-		}
-	}
-	return healthState{healthy: true}
 }

@@ -14,26 +14,13 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
 )
 
-// reference is a field of one kind naming an object of another.
-type reference struct {
-	field string // dotted path to the name
-	kind  string
-}
-
-// references lists, per kind, the fields that name another declaration.
-// The API server accepts a dangling reference (the referencing object's
-// controller reports it later), so the GitSync checks them itself: a
-// revision that references what it does not declare, and the cluster does
-// not have, is refused before anything is applied.
-var references = map[string][]reference{
-	"SandboxTemplate": {{"spec.nodePoolRef.name", "NodePool"}},
-	"WarmPool":        {{"spec.templateRef.name", "SandboxTemplate"}},
-	"Sandbox":         {{"spec.templateRef.name", "SandboxTemplate"}, {"spec.warmPoolRef.name", "WarmPool"}},
-}
-
-// CheckReferences reports every reference of decls that names an object
-// neither declared nor on the cluster, or one this sync is about to prune
-// (an entry of pruned without the prune-disabled annotation).
+// CheckReferences reports every reference of decls (v1alpha1.References)
+// that names an object neither declared nor on the cluster, or one this
+// sync is about to prune (an entry of pruned without the prune-disabled
+// annotation). The API server accepts a dangling reference (the
+// referencing object's controller reports it later), so the GitSync checks
+// them itself: a revision that references what it does not declare, and
+// the cluster does not have, is refused before anything is applied.
 func (a *Applier) CheckReferences(ctx context.Context, decls []declarations.Declaration, pruned []v1.InventoryEntry) error {
 	declared := map[string]bool{}
 	for _, d := range decls {
@@ -45,13 +32,16 @@ func (a *Applier) CheckReferences(ctx context.Context, decls []declarations.Decl
 	}
 	var errs []error
 	for _, d := range decls {
-		for _, ref := range references[d.Object.GetKind()] {
-			name, found, _ := unstructured.NestedString(d.Object.Object, strings.Split(ref.field, ".")...)
+		for _, ref := range v1.References {
+			if ref.From != d.Object.GetKind() {
+				continue
+			}
+			name, found, _ := unstructured.NestedString(d.Object.Object, strings.Split(ref.Field, ".")...)
 			if !found || name == "" {
 				continue
 			}
 			target := &unstructured.Unstructured{}
-			target.SetGroupVersionKind(v1.GroupVersion.WithKind(ref.kind))
+			target.SetGroupVersionKind(v1.GroupVersion.WithKind(ref.To))
 			target.SetName(name)
 			id := declarations.ID(target)
 			if declared[id] {
@@ -61,12 +51,12 @@ func (a *Applier) CheckReferences(ctx context.Context, decls []declarations.Decl
 			switch {
 			case apierrors.IsNotFound(err):
 				errs = append(errs, fmt.Errorf("%s: %s %q: %s: %s %q is neither declared nor on the cluster",
-					d.Where(), d.Object.GetKind(), d.Object.GetName(), ref.field, ref.kind, name))
+					d.Where(), d.Object.GetKind(), d.Object.GetName(), ref.Field, ref.To, name))
 			case err != nil:
 				return err
 			case goingAway[id] && target.GetAnnotations()[v1.AnnotationPrune] != PruneDisabled:
 				errs = append(errs, fmt.Errorf("%s: %s %q: %s: %s %q is no longer declared and would be pruned",
-					d.Where(), d.Object.GetKind(), d.Object.GetName(), ref.field, ref.kind, name))
+					d.Where(), d.Object.GetKind(), d.Object.GetName(), ref.Field, ref.To, name))
 			}
 		}
 	}

@@ -21,11 +21,11 @@ import (
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
-// Kinds are the kinds a GitSync applies, in the order it applies them:
-// each may reference the ones before it. Anything else is refused: the
-// reconciler's RBAC covers these kinds only, and Git should not become a
-// way around the admission rules that guard namespaces, pods and RBAC.
-var Kinds = []string{"NodePool", "SandboxTemplate", "WarmPool", "Sandbox", "GitSync"}
+// Kinds are the kinds a GitSync applies: the API's, in apply order.
+// Anything else is refused: the reconciler's RBAC covers these kinds only,
+// and Git should not become a way around the admission rules that guard
+// namespaces, pods and RBAC.
+var Kinds = v1.Kinds
 
 // Declaration is one object and where it was declared.
 type Declaration struct {

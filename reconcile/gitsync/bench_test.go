@@ -16,7 +16,6 @@ import (
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/gittest"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/gitsync"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
 )
 
@@ -106,7 +105,7 @@ func benchSync(b *testing.B, n int) {
 	writes, reads = reconciletest.WriteCount(), reconciletest.ReadCount()
 	noop := waitIntervalSync(b, gs, syncSamples(b, gs.Name)["success"], 3*benchInterval)
 	time.Sleep(time.Second) // a status patch would follow the metric
-	if r := gitsyncReady(getGitSync(b, gs)); r != gitsync.ReasonSucceeded {
+	if r := gitsyncReady(getGitSync(b, gs)); r != v1.ReasonReconciliationSucceeded {
 		b.Fatalf("no-op resync: %s", r)
 	}
 	b.ReportMetric(noop.Seconds(), "noop-s")

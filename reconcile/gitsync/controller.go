@@ -43,22 +43,6 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/source"
 )
 
-// Reasons of the Ready condition.
-const (
-	ReasonSucceeded   = "ReconciliationSucceeded"
-	ReasonProgressing = "Progressing"
-	ReasonAuthFailed  = "AuthenticationFailed"
-	// ReasonServiceAccountNotFound: spec.serviceAccountName names no
-	// ServiceAccount in the reconciler's namespace.
-	ReasonServiceAccountNotFound = "ServiceAccountNotFound"
-	ReasonFetchFailed            = "FetchFailed"
-	ReasonBuildFailed            = "BuildFailed"
-	ReasonValidationFailed       = "ValidationFailed"
-	ReasonApplyFailed            = "ApplyFailed"
-	ReasonPruneFailed            = "PruneFailed"
-	ReasonHealthCheck            = "HealthCheckFailed"
-)
-
 // ReasonSuspended is Ready's reason for a GitSync suspended before its
 // first sync; one suspended later keeps its last sync's.
 const ReasonSuspended = "Suspended"
@@ -235,8 +219,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		// validated again, as it, rather than skipped as unchanged.
 		r.forget(gs.UID)
 		// Say so before the (possibly slow) fetch.
-		conditions.MarkReconciling(gs, ReasonProgressing, "syncing generation %d", gs.Generation)
-		conditions.MarkUnknown(gs, v1.ReadyCondition, ReasonProgressing, "syncing generation %d", gs.Generation)
+		conditions.MarkReconciling(gs, v1.ReasonProgressing, "syncing generation %d", gs.Generation)
+		conditions.MarkUnknown(gs, v1.ReadyCondition, v1.ReasonProgressing, "syncing generation %d", gs.Generation)
 		if err := patcher.Patch(ctx, gs); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
@@ -257,7 +241,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if errors.Is(syncCtx.Err(), context.DeadlineExceeded) {
 			p.message += fmt.Sprintf(" (spec.timeout %s exceeded)", timeout)
 		}
-		if gs.Status.LastAppliedRevision != "" && p.reason != ReasonHealthCheck {
+		if gs.Status.LastAppliedRevision != "" && p.reason != v1.ReasonHealthCheckFailed {
 			p.message += "; the cluster keeps revision " + gs.Status.LastAppliedRevision
 		}
 		conditions.MarkFalse(gs, v1.ReadyCondition, p.reason, "%s", p.message)
@@ -272,13 +256,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	} else {
 		observeSync(gs.Name, "success", start)
 		summary := summarize(changes)
-		conditions.MarkTrue(gs, v1.ReadyCondition, ReasonSucceeded, "applied revision %s", gs.Status.LastAppliedRevision)
+		conditions.MarkTrue(gs, v1.ReadyCondition, v1.ReasonReconciliationSucceeded, "applied revision %s", gs.Status.LastAppliedRevision)
 		conditions.Delete(gs, v1.StalledCondition)
 		switch {
 		case summary != "":
-			r.recorder.Eventf(gs, nil, corev1.EventTypeNormal, ReasonSucceeded, "Sync", "revision %s: %s", gs.Status.LastAppliedRevision, summary)
+			r.recorder.Eventf(gs, nil, corev1.EventTypeNormal, v1.ReasonReconciliationSucceeded, "Sync", "revision %s: %s", gs.Status.LastAppliedRevision, summary)
 		case !wasReady:
-			r.recorder.Eventf(gs, nil, corev1.EventTypeNormal, ReasonSucceeded, "Sync", "revision %s applied; the cluster is in sync", gs.Status.LastAppliedRevision)
+			r.recorder.Eventf(gs, nil, corev1.EventTypeNormal, v1.ReasonReconciliationSucceeded, "Sync", "revision %s applied; the cluster is in sync", gs.Status.LastAppliedRevision)
 		}
 	}
 	next := durationOr(gs.Spec.Interval.Duration, 5*time.Minute)
@@ -311,7 +295,7 @@ func (r *Reconciler) finalize(ctx context.Context, gs *v1.GitSync) error {
 	if gs.Spec.DeletionPolicy == v1.DeletionDelete && !gs.Spec.Suspend {
 		pruned, err := r.pruneAll(ctx, gs)
 		if err != nil {
-			conditions.MarkFalse(gs, v1.ReadyCondition, ReasonPruneFailed,
+			conditions.MarkFalse(gs, v1.ReadyCondition, v1.ReasonPruneFailed,
 				"deleting: pruning the objects it applied (deletionPolicy: Delete) failed: %v; to delete the GitSync without them, set spec.deletionPolicy to Orphan", err)
 			return err
 		}
@@ -377,33 +361,33 @@ type problem struct {
 func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync, patcher *patch.SerialPatcher) (*ssa.ChangeSet, *problem) {
 	ap, err := r.applierFor(ctx, gs)
 	if err != nil {
-		return nil, &problem{reason: ReasonServiceAccountNotFound, message: err.Error()}
+		return nil, &problem{reason: v1.ReasonServiceAccountNotFound, message: err.Error()}
 	}
 	auth, err := r.auth(ctx, gs)
 	if err != nil {
-		return nil, &problem{reason: ReasonAuthFailed, message: err.Error()}
+		return nil, &problem{reason: v1.ReasonAuthenticationFailed, message: err.Error()}
 	}
 	co, err := r.fetch(ctx, gs, auth)
 	if err != nil {
-		return nil, &problem{reason: ReasonFetchFailed, message: err.Error()}
+		return nil, &problem{reason: v1.ReasonFetchFailed, message: err.Error()}
 	}
 	gs.Status.LastFetchedRevision = string(co.rev)
 	gs.Status.LastAttemptedRevision = string(co.rev)
 
 	declared, err := r.read(gs, co)
 	if err != nil {
-		return nil, &problem{reason: ReasonBuildFailed, stalled: true,
+		return nil, &problem{reason: v1.ReasonBuildFailed, stalled: true,
 			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
 	decls := declared.decls
 	live, err := ap.ListLive(ctx, decls)
 	if err != nil {
-		return nil, &problem{reason: ReasonValidationFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
+		return nil, &problem{reason: v1.ReasonValidationFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
 	todo := r.changed(gs.UID, declared, live)
 	planned, err := ap.Validate(ctx, todo, false)
 	if err != nil {
-		return nil, &problem{reason: ReasonValidationFailed,
+		return nil, &problem{reason: v1.ReasonValidationFailed,
 			message: fmt.Sprintf("revision %s: dry run refused: %v", co.rev, err)}
 	}
 	inventory := applier.Inventory(decls)
@@ -413,7 +397,7 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync, patcher *patch.Se
 		pruning = applier.Stale(gs.Status.Inventory, inventory)
 	}
 	if err := ap.CheckReferences(ctx, decls, pruning); err != nil {
-		return nil, &problem{reason: ReasonValidationFailed,
+		return nil, &problem{reason: v1.ReasonValidationFailed,
 			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
 	// Crash safety: what this sync may create is in the inventory before
@@ -422,7 +406,7 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync, patcher *patch.Se
 	if pending := union(gs.Status.Inventory, inventory); len(pending) > len(gs.Status.Inventory) {
 		gs.Status.Inventory = pending
 		if err := patcher.Patch(ctx, gs); err != nil {
-			return nil, &problem{reason: ReasonApplyFailed,
+			return nil, &problem{reason: v1.ReasonApplyFailed,
 				message: fmt.Sprintf("revision %s: nothing applied: failed to record the inventory before applying: %v", co.rev, err)}
 		}
 	}
@@ -432,7 +416,7 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync, patcher *patch.Se
 		r.forget(gs.UID)
 		// The inventory keeps what this sync may have created, so a
 		// later revision prunes it.
-		return changes, &problem{reason: ReasonApplyFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
+		return changes, &problem{reason: v1.ReasonApplyFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 	}
 	if prune {
 		pruned, err := ap.Prune(ctx, gs.Status.Inventory, inventory, gs.Name)
@@ -440,14 +424,14 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync, patcher *patch.Se
 			changes.Append(pruned.Entries)
 		}
 		if err != nil {
-			return changes, &problem{reason: ReasonPruneFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
+			return changes, &problem{reason: v1.ReasonPruneFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
 		}
 	}
 	gs.Status.Inventory = inventory
 	gs.Status.LastAppliedRevision = string(co.rev)
 	live.Record(planned)
 	if err := ap.WaitHealthy(ctx, decls, live, healthInterval); err != nil {
-		return changes, &problem{reason: ReasonHealthCheck, message: fmt.Sprintf("revision %s applied, but %v", co.rev, err)}
+		return changes, &problem{reason: v1.ReasonHealthCheckFailed, message: fmt.Sprintf("revision %s applied, but %v", co.rev, err)}
 	}
 	r.remember(gs.UID, declared, planned)
 	return changes, nil

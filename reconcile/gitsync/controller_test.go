@@ -218,7 +218,7 @@ func TestSyncLifecycle(t *testing.T) {
 
 	t.Log("initial sync")
 	got := sync(t, gs)
-	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c1)
+	wantReady(t, got, metav1.ConditionTrue, v1.ReasonReconciliationSucceeded, "main@sha1:"+c1)
 	if got.Status.LastAppliedRevision != "main@sha1:"+c1 || got.Status.LastFetchedRevision != got.Status.LastAppliedRevision {
 		t.Errorf("revisions: %+v", got.Status)
 	}
@@ -243,7 +243,7 @@ func TestSyncLifecycle(t *testing.T) {
 		"deploy/template.yaml": templateYAML(tpl, poolA, "python:3.13"),
 	})
 	got = sync(t, gs)
-	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c2)
+	wantReady(t, got, metav1.ConditionTrue, v1.ReasonReconciliationSucceeded, "main@sha1:"+c2)
 	if img := getTemplate(t, tpl).Spec.Image; img != "python:3.13" {
 		t.Errorf("template image %q after the change", img)
 	}
@@ -259,7 +259,7 @@ func TestSyncLifecycle(t *testing.T) {
 		"deploy/template.yaml": templateYAML(tpl, poolA, "python:3.13"),
 	})
 	got = sync(t, gs)
-	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c3)
+	wantReady(t, got, metav1.ConditionTrue, v1.ReasonReconciliationSucceeded, "main@sha1:"+c3)
 	testcluster.Eventually(t, "pool "+poolB+" pruned", func() (bool, string) {
 		_, ok := getPool(t, poolB)
 		return !ok, "still there"
@@ -279,16 +279,16 @@ func TestSyncLifecycle(t *testing.T) {
 		name, file, content, reason string
 		says                        []string
 	}{
-		{"broken YAML", "deploy/pools.yaml", poolYAML(poolA, "") + "spec: [\n", gitsync.ReasonBuildFailed, []string{"pools.yaml, document 1", "invalid YAML"}},
-		{"unknown field", "deploy/pools.yaml", poolYAML(poolA, "") + "  runtimeHandlr: runc\n", gitsync.ReasonBuildFailed,
+		{"broken YAML", "deploy/pools.yaml", poolYAML(poolA, "") + "spec: [\n", v1.ReasonBuildFailed, []string{"pools.yaml, document 1", "invalid YAML"}},
+		{"unknown field", "deploy/pools.yaml", poolYAML(poolA, "") + "  runtimeHandlr: runc\n", v1.ReasonBuildFailed,
 			[]string{"pools.yaml, document 1", "line 9", `unknown field "spec.runtimeHandlr"`}},
-		{"invalid enum", "deploy/pools.yaml", poolYAML(poolA, "") + "  taints:\n  - key: k\n    effect: Sometimes\n", gitsync.ReasonValidationFailed,
+		{"invalid enum", "deploy/pools.yaml", poolYAML(poolA, "") + "  taints:\n  - key: k\n    effect: Sometimes\n", v1.ReasonValidationFailed,
 			[]string{"pools.yaml, document 1", "spec.taints[0].effect", `"Sometimes"`}},
 		{"dangling reference", "deploy/pools.yaml", poolYAML(poolA, "") + "---\n" + templateYAML(testcluster.Name("t"), "no-such-pool", "python:3.12"),
-			gitsync.ReasonValidationFailed, []string{"pools.yaml, document 2", `spec.nodePoolRef.name: NodePool "no-such-pool" is neither declared nor on the cluster`}},
-		{"reference to a pruned object", "deploy/template.yaml", templateYAML(tpl, poolA, "python:3.13"), gitsync.ReasonValidationFailed,
+			v1.ReasonValidationFailed, []string{"pools.yaml, document 2", `spec.nodePoolRef.name: NodePool "no-such-pool" is neither declared nor on the cluster`}},
+		{"reference to a pruned object", "deploy/template.yaml", templateYAML(tpl, poolA, "python:3.13"), v1.ReasonValidationFailed,
 			[]string{"template.yaml, document 1", `spec.nodePoolRef.name: NodePool "` + poolA + `" is no longer declared and would be pruned`}},
-		{"unknown kind", "deploy/pools.yaml", poolYAML(poolA, "") + "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n", gitsync.ReasonBuildFailed,
+		{"unknown kind", "deploy/pools.yaml", poolYAML(poolA, "") + "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n", v1.ReasonBuildFailed,
 			[]string{"pools.yaml, document 2", `kind "ConfigMap" is not accepted`}},
 	}
 	for _, b := range broken {
@@ -316,7 +316,7 @@ func TestSyncLifecycle(t *testing.T) {
 		"deploy/template.yaml": templateYAML(tpl, poolA, "python:3.13"),
 	})
 	got = sync(t, gs)
-	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c4)
+	wantReady(t, got, metav1.ConditionTrue, v1.ReasonReconciliationSucceeded, "main@sha1:"+c4)
 	if conditions.Has(got, v1.StalledCondition) || conditions.Has(got, v1.ReconcilingCondition) {
 		t.Errorf("conditions after recovery: %v", got.Status.Conditions)
 	}
@@ -329,7 +329,7 @@ func TestSyncLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = sync(t, gs)
-	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, got, metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 	if img := getTemplate(t, tpl).Spec.Image; img != "python:3.13" {
 		t.Errorf("hand edit not reverted: image %q", img)
 	}
@@ -344,7 +344,7 @@ func TestSyncLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = sync(t, gs)
-	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonValidationFailed, "template.yaml, document 1", "conflict", `spec.image is owned by field manager "terraform"`)
+	wantReady(t, got, metav1.ConditionFalse, v1.ReasonValidationFailed, "template.yaml, document 1", "conflict", `spec.image is owned by field manager "terraform"`)
 	if img := getTemplate(t, tpl).Spec.Image; img != "python:from-terraform" {
 		t.Errorf("the other manager's value was overwritten: %q", img)
 	}
@@ -356,11 +356,11 @@ func TestGitServerDownKeepsTheLastState(t *testing.T) {
 	c1 := srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "")})
 	gs := newGitSync(t, srv.URL(), nil)
 	got := sync(t, gs)
-	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, got, metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 
 	srv.Stop()
 	got = sync(t, gs)
-	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonFetchFailed, "connection refused", "the cluster keeps revision main@sha1:"+c1)
+	wantReady(t, got, metav1.ConditionFalse, v1.ReasonFetchFailed, "connection refused", "the cluster keeps revision main@sha1:"+c1)
 	if _, ok := getPool(t, pool); !ok {
 		t.Error("pool gone while the Git server is down")
 	}
@@ -370,7 +370,7 @@ func TestGitServerDownKeepsTheLastState(t *testing.T) {
 
 	srv.Start()
 	got = sync(t, gs)
-	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c1)
+	wantReady(t, got, metav1.ConditionTrue, v1.ReasonReconciliationSucceeded, "main@sha1:"+c1)
 }
 
 func TestSuspendAndResume(t *testing.T) {
@@ -378,7 +378,7 @@ func TestSuspendAndResume(t *testing.T) {
 	pool := testcluster.Name("susp")
 	c1 := srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "")})
 	gs := newGitSync(t, srv.URL(), nil)
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 
 	c := testcluster.Get(t).Client
 	setSuspend := func(v bool) {
@@ -404,7 +404,7 @@ func TestSuspendAndResume(t *testing.T) {
 
 	setSuspend(false)
 	got = sync(t, gs)
-	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c2)
+	wantReady(t, got, metav1.ConditionTrue, v1.ReasonReconciliationSucceeded, "main@sha1:"+c2)
 	if p, _ := getPool(t, pool); p == nil || p.Spec.NodeSelector["agentsandbox.dev/node-group"] != "changed" {
 		t.Errorf("resumed GitSync did not apply: %+v", p)
 	}
@@ -420,14 +420,14 @@ func TestCredentials(t *testing.T) {
 	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.SecretRef = &v1.LocalObjectReference{Name: secret.Name} })
 
 	got := sync(t, gs)
-	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonAuthFailed, "secret "+gitsync.DefaultSecretNamespace+"/"+secret.Name+" not found")
+	wantReady(t, got, metav1.ConditionFalse, v1.ReasonAuthenticationFailed, "secret "+gitsync.DefaultSecretNamespace+"/"+secret.Name+" not found")
 
 	if err := c.Create(context.Background(), secret); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), secret) })
 	got = sync(t, gs)
-	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonFetchFailed, "authentication required")
+	wantReady(t, got, metav1.ConditionFalse, v1.ReasonFetchFailed, "authentication required")
 	if strings.Contains(fmt.Sprint(got.Status), "wrong-password") {
 		t.Error("status carries the password")
 	}
@@ -440,7 +440,7 @@ func TestCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = sync(t, gs)
-	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, got, metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 	if _, ok := getPool(t, pool); !ok {
 		t.Error("pool not created with the right credentials")
 	}
@@ -460,7 +460,7 @@ func TestServiceAccountLimitsTheSync(t *testing.T) {
 	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.ServiceAccountName = sa })
 
 	got := sync(t, gs)
-	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonServiceAccountNotFound,
+	wantReady(t, got, metav1.ConditionFalse, v1.ReasonServiceAccountNotFound,
 		"spec.serviceAccountName: ServiceAccount "+gitsync.DefaultSecretNamespace+"/"+sa+" not found")
 
 	// The reconciler may act as the ServiceAccounts of its namespace, as
@@ -479,7 +479,7 @@ func TestServiceAccountLimitsTheSync(t *testing.T) {
 	})
 	tenant, _ := serviceAccountUser(sa)
 	got = sync(t, gs)
-	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonValidationFailed,
+	wantReady(t, got, metav1.ConditionFalse, v1.ReasonValidationFailed,
 		"pool.yaml, document 1: failed to list NodePool", tenant, "forbidden")
 	if err := c.Get(ctx, client.ObjectKey{Name: tpl}, &v1.SandboxTemplate{}); !apierrors.IsNotFound(err) {
 		t.Errorf("template %s applied although the revision was refused: %v", tpl, err)
@@ -490,7 +490,7 @@ func TestServiceAccountLimitsTheSync(t *testing.T) {
 
 	srv.Commit("main", map[string]string{"template.yaml": template})
 	got = sync(t, gs)
-	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, got, metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 	getTemplate(t, tpl)
 }
 
@@ -522,7 +522,7 @@ func TestServiceAccountSyncActsForItselfOnly(t *testing.T) {
 	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.ServiceAccountName = sa })
 	t.Cleanup(func() { _ = c.Delete(context.Background(), &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: name}}) })
 	account, _ := serviceAccountUser(sa)
-	wantReady(t, sync(t, gs), metav1.ConditionFalse, gitsync.ReasonValidationFailed,
+	wantReady(t, sync(t, gs), metav1.ConditionFalse, v1.ReasonValidationFailed,
 		"sandbox.yaml, document 1", "belongs to alice@example.com, not to "+account)
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, &v1.Sandbox{}); !apierrors.IsNotFound(err) {
 		t.Errorf("sandbox %s for alice applied by a ServiceAccount that is no admin: %v", name, err)
@@ -550,8 +550,8 @@ func TestNewServiceAccountRevalidatesEverything(t *testing.T) {
 	pool, sa := testcluster.Name("reval"), testcluster.Name("reader")
 	srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "")})
 	gs := newGitSync(t, srv.URL(), nil)
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 
 	newServiceAccount(t, sa, rbacv1.PolicyRule{
 		APIGroups: []string{v1.GroupVersion.Group}, Resources: []string{"nodepools"}, Verbs: []string{"get", "list", "watch"},
@@ -562,7 +562,7 @@ func TestNewServiceAccountRevalidatesEverything(t *testing.T) {
 	if err := c.Patch(ctx, cur, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
-	wantReady(t, sync(t, gs), metav1.ConditionFalse, gitsync.ReasonValidationFailed,
+	wantReady(t, sync(t, gs), metav1.ConditionFalse, v1.ReasonValidationFailed,
 		"pool.yaml, document 1", `cannot patch resource "nodepools"`)
 }
 
@@ -619,9 +619,9 @@ func TestPruneDisabled(t *testing.T) {
 	a, b := testcluster.Name("pa"), testcluster.Name("pb")
 	srv.Commit("main", map[string]string{"a.yaml": poolYAML(a, ""), "b.yaml": poolYAML(b, "")})
 	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.Prune = new(false) })
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 	srv.Commit("main", map[string]string{"a.yaml": poolYAML(a, "")})
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 	if _, ok := getPool(t, b); !ok {
 		t.Error("spec.prune false, yet the pool was pruned")
 	}
@@ -635,7 +635,7 @@ func TestIntervalSyncsWithoutARequest(t *testing.T) {
 	pool := testcluster.Name("tick")
 	srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "")})
 	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.Interval = metav1.Duration{Duration: time.Second} })
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 
 	c2 := srv.Commit("main", map[string]string{"pool.yaml": strings.Replace(poolYAML(pool, ""), "node-group: gvisor", "node-group: changed", 1)})
 	c := testcluster.Get(t).Client
@@ -686,7 +686,7 @@ func TestMetricsAndEvents(t *testing.T) {
 	eventWrites := func(w reconciletest.Write) bool { return strings.Contains(w.Path, "/events") }
 
 	since := reconciletest.WriteCount()
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 	testcluster.Eventually(t, "an event for the initial sync", func() (bool, string) {
 		n := len(reconciletest.Writes(since, eventWrites))
 		return n > 0, fmt.Sprintf("%d event writes", n)
@@ -694,7 +694,7 @@ func TestMetricsAndEvents(t *testing.T) {
 
 	time.Sleep(time.Second) // let the recorder flush
 	since = reconciletest.WriteCount()
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 	time.Sleep(time.Second)
 	if w := reconciletest.Writes(since, eventWrites); len(w) != 0 {
 		t.Errorf("a no-op resync wrote events: %v", w)
@@ -702,7 +702,7 @@ func TestMetricsAndEvents(t *testing.T) {
 
 	srv.Stop()
 	since = reconciletest.WriteCount()
-	wantReady(t, sync(t, gs), metav1.ConditionFalse, gitsync.ReasonFetchFailed)
+	wantReady(t, sync(t, gs), metav1.ConditionFalse, v1.ReasonFetchFailed)
 	testcluster.Eventually(t, "a warning for the failure", func() (bool, string) {
 		n := len(reconciletest.Writes(since, eventWrites))
 		return n > 0, fmt.Sprintf("%d event writes", n)
@@ -713,8 +713,8 @@ func TestMetricsAndEvents(t *testing.T) {
 		counts[result] = got.count
 	}
 	// Creating the GitSync may sync it once more than the two requests.
-	if counts["success"] < 2 || counts["success"] > 3 || counts[gitsync.ReasonFetchFailed] != 1 {
-		t.Errorf("sync duration sample counts by result: %v, want 2 or 3 success and 1 %s", counts, gitsync.ReasonFetchFailed)
+	if counts["success"] < 2 || counts["success"] > 3 || counts[v1.ReasonFetchFailed] != 1 {
+		t.Errorf("sync duration sample counts by result: %v, want 2 or 3 success and 1 %s", counts, v1.ReasonFetchFailed)
 	}
 }
 
@@ -775,7 +775,7 @@ func TestIntervalResyncWritesNothing(t *testing.T) {
 	pool := testcluster.Name("quiet")
 	srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "")})
 	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.Interval = metav1.Duration{Duration: time.Second} })
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 
 	// Two interval syncs: the first may still record the memo of objects
 	// the request's sync applied; the second has nothing left to do.
@@ -797,16 +797,16 @@ func TestForcePushRewind(t *testing.T) {
 	a, b := testcluster.Name("ra"), testcluster.Name("rb")
 	c1 := srv.Commit("main", map[string]string{"a.yaml": poolYAML(a, "")})
 	gs := newGitSync(t, srv.URL(), nil)
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded, c1)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded, c1)
 	c2 := srv.Commit("main", map[string]string{"a.yaml": poolYAML(a, ""), "b.yaml": poolYAML(b, "")})
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded, c2)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded, c2)
 	if _, ok := getPool(t, b); !ok {
 		t.Fatal("pool of the second commit not created")
 	}
 
 	srv.Rewind("main", c1)
 	got := sync(t, gs)
-	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c1)
+	wantReady(t, got, metav1.ConditionTrue, v1.ReasonReconciliationSucceeded, "main@sha1:"+c1)
 	testcluster.Eventually(t, "pool "+b+" pruned after the rewind", func() (bool, string) {
 		_, ok := getPool(t, b)
 		return !ok, "still there"
@@ -821,7 +821,7 @@ func TestTimeout(t *testing.T) {
 	srv.Commit("main", map[string]string{"pool.yaml": poolYAML(testcluster.Name("slow"), "")})
 	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.Timeout = metav1.Duration{Duration: time.Millisecond} })
 	got := sync(t, gs)
-	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonFetchFailed, "spec.timeout 1ms exceeded")
+	wantReady(t, got, metav1.ConditionFalse, v1.ReasonFetchFailed, "spec.timeout 1ms exceeded")
 	if len(got.Status.Inventory) != 0 {
 		t.Errorf("inventory after a timed-out sync: %v", got.Status.Inventory)
 	}
@@ -834,18 +834,18 @@ func TestObjectMovedToAnotherGitSync(t *testing.T) {
 	moved, stays := testcluster.Name("moved"), testcluster.Name("stays")
 	first.Commit("main", map[string]string{"moved.yaml": poolYAML(moved, ""), "stays.yaml": poolYAML(stays, "")})
 	a := newGitSync(t, first.URL(), nil)
-	wantReady(t, sync(t, a), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, a), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 
 	second.Commit("main", map[string]string{"moved.yaml": poolYAML(moved, "")})
 	b := newGitSync(t, second.URL(), nil)
-	wantReady(t, sync(t, b), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, b), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 	if p, _ := getPool(t, moved); p == nil || p.Labels[applier.LabelGitSync] != b.Name {
 		t.Fatalf("moved pool not labelled with the second GitSync: %+v", p)
 	}
 
 	first.Commit("main", map[string]string{"stays.yaml": poolYAML(stays, "")})
 	got := sync(t, a)
-	wantReady(t, got, metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, got, metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 	if _, ok := getPool(t, moved); !ok {
 		t.Error("the first GitSync pruned a pool the second one now applies")
 	}
@@ -866,8 +866,8 @@ func TestHealthWait(t *testing.T) {
 	})
 	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.Timeout = metav1.Duration{Duration: 2 * time.Second} })
 	got := sync(t, gs)
-	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonHealthCheck,
-		"revision main@sha1:"+commit+" applied", `WarmPool "`+pool+`": 0 of 2 replicas ready`, "spec.timeout 2s exceeded")
+	wantReady(t, got, metav1.ConditionFalse, v1.ReasonHealthCheckFailed,
+		"revision main@sha1:"+commit+" applied", `WarmPool "`+pool+`": 0 of 2 members ready`, "spec.timeout 2s exceeded")
 	if got.Status.LastAppliedRevision != "main@sha1:"+commit || len(got.Status.Inventory) != 2 {
 		t.Errorf("an applied but unhealthy revision: %+v", got.Status)
 	}
@@ -881,7 +881,7 @@ func TestHealthWait(t *testing.T) {
 	if err := c.Status().Update(context.Background(), wp); err != nil {
 		t.Fatal(err)
 	}
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 
 	tp := getTemplate(t, tpl)
 	conditions.MarkStalled(tp, "InvalidImage", "image python:3.12 cannot be pulled")
@@ -890,7 +890,7 @@ func TestHealthWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	wantReady(t, sync(t, gs), metav1.ConditionFalse, gitsync.ReasonHealthCheck,
+	wantReady(t, sync(t, gs), metav1.ConditionFalse, v1.ReasonHealthCheckFailed,
 		"template.yaml, document 1", `SandboxTemplate "`+tpl+`" failed: image python:3.12 cannot be pulled`)
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("a Stalled object was waited on for %s", d)
@@ -941,7 +941,7 @@ func TestExamplesGitOps(t *testing.T) {
 	got := sync(t, gs)
 	// No warm pool controller runs here, so the pool never fills: the
 	// objects are applied, the health wait says what it waited for.
-	wantReady(t, got, metav1.ConditionFalse, gitsync.ReasonHealthCheck, "applied", "0 of 3 replicas ready")
+	wantReady(t, got, metav1.ConditionFalse, v1.ReasonHealthCheckFailed, "applied", "0 of 3 members ready")
 	if len(got.Status.Inventory) != len(want) {
 		t.Errorf("inventory %v, want %d objects", got.Status.Inventory, len(want))
 	}
@@ -966,14 +966,14 @@ func TestUnchangedRevisionIsNotCloned(t *testing.T) {
 	pool := testcluster.Name("noclone")
 	c1 := srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "")})
 	gs := newGitSync(t, srv.URL(), nil)
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 
 	srv.RefuseFetches(true)
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c1)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded, "main@sha1:"+c1)
 	c2 := srv.Commit("main", map[string]string{"pool.yaml": poolYAML(pool, "  labels:\n    team: z\n")})
-	wantReady(t, sync(t, gs), metav1.ConditionFalse, gitsync.ReasonFetchFailed, "failed to clone", "the cluster keeps revision main@sha1:"+c1)
+	wantReady(t, sync(t, gs), metav1.ConditionFalse, v1.ReasonFetchFailed, "failed to clone", "the cluster keeps revision main@sha1:"+c1)
 	srv.RefuseFetches(false)
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded, "main@sha1:"+c2)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded, "main@sha1:"+c2)
 }
 
 // TestNoOpResyncWritesNothing: resyncing a revision nobody has touched
@@ -989,10 +989,10 @@ func TestNoOpResyncWritesNothing(t *testing.T) {
 		"template.yaml": templateYAML(tpl, pool, "python:3.13"),
 	})
 	gs := newGitSync(t, srv.URL(), nil)
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 
 	since := reconciletest.WriteCount()
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 	mine := reconciletest.Writes(since, func(w reconciletest.Write) bool {
 		return strings.Contains(w.Path, "/nodepools/"+pool) || strings.Contains(w.Path, "/sandboxtemplates/"+tpl) ||
 			strings.Contains(w.Path, "/gitsyncs/"+gs.Name) && !strings.HasSuffix(w.Path, "/status")
@@ -1006,7 +1006,7 @@ func TestNoOpResyncWritesNothing(t *testing.T) {
 	if err := testcluster.Get(t).Client.Update(context.Background(), edited, client.FieldOwner("kubectl-edit")); err != nil {
 		t.Fatal(err)
 	}
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 	if img := getTemplate(t, tpl).Spec.Image; img != "python:3.13" {
 		t.Errorf("a hand edit between two syncs of one revision was not reverted: image %q", img)
 	}
@@ -1016,7 +1016,7 @@ func TestNoOpResyncWritesNothing(t *testing.T) {
 	if err := testcluster.Get(t).Client.Update(context.Background(), unlabelled, client.FieldOwner("kubectl-edit")); err != nil {
 		t.Fatal(err)
 	}
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 	if p, _ := getPool(t, pool); p.Labels["team"] != "z" {
 		t.Errorf("a declared label removed between two syncs of one revision was not put back: labels %v", p.Labels)
 	}
@@ -1056,7 +1056,7 @@ func TestSyncQueuedDuringASyncReadsItsStatus(t *testing.T) {
 
 	srv.Commit("main", templates("python:3.12"))
 	gs := newGitSync(t, srv.URL(), nil) // its creation starts the first sync
-	wantReady(t, waitHandled(t, gs, requestWhileSyncing(gs, since, nil), time.Minute), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, waitHandled(t, gs, requestWhileSyncing(gs, since, nil), time.Minute), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 	// One dry run and one apply each by the first sync, none by the queued
 	// one (a request retried after a 429 counts twice, hence no exact
 	// figure): validating them again would make it 900.
@@ -1069,7 +1069,7 @@ func TestSyncQueuedDuringASyncReadsItsStatus(t *testing.T) {
 	srv.Commit("main", withDropped)
 	mark := reconciletest.WriteCount()
 	requestSync(t, gs)
-	wantReady(t, waitHandled(t, gs, requestWhileSyncing(gs, mark, templates("python:3.13")), time.Minute), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, waitHandled(t, gs, requestWhileSyncing(gs, mark, templates("python:3.13")), time.Minute), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 	tpl := &v1.SandboxTemplate{}
 	err := testcluster.Get(t).Client.Get(context.Background(), client.ObjectKey{Name: dropped}, tpl)
 	if err == nil && tpl.DeletionTimestamp == nil {
@@ -1095,7 +1095,7 @@ func TestAdoptionIsRecorded(t *testing.T) {
 	srv := gittest.New(t, "", "")
 	srv.Commit("main", map[string]string{"pool.yaml": poolYAML(name, "")})
 	gs := newGitSync(t, srv.URL(), nil)
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 
 	adoptions := func() []string {
 		list := &eventsv1.EventList{}
@@ -1117,7 +1117,7 @@ func TestAdoptionIsRecorded(t *testing.T) {
 	})
 
 	srv.Commit("main", map[string]string{"pool.yaml": poolYAML(name, "  labels: {team: a}\n")})
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 	time.Sleep(time.Second) // let the recorder flush
 	if got := adoptions(); len(got) != 1 {
 		t.Errorf("events after changing an object the GitSync owns: %q, want the one adoption", got)
@@ -1146,7 +1146,7 @@ func TestDeletionPolicy(t *testing.T) {
 				}
 			})
 			synced := sync(t, gs)
-			wantReady(t, synced, metav1.ConditionTrue, gitsync.ReasonSucceeded)
+			wantReady(t, synced, metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 			if got := controllerutil.ContainsFinalizer(synced, v1.FinalizerGitSyncPrune); got != (policy == v1.DeletionDelete) {
 				t.Errorf("finalizer %s present: %v, with deletionPolicy %q", v1.FinalizerGitSyncPrune, got, policy)
 			}

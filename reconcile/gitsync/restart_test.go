@@ -12,7 +12,6 @@ import (
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/gittest"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/gitsync"
 )
 
 // TestAPIServerRestartMidSync restarts the API server and etcd while a sync
@@ -32,7 +31,7 @@ func TestAPIServerRestartMidSync(t *testing.T) {
 	srv.Commit("main", files)
 	t.Cleanup(func() { _ = c.DeleteAllOf(ctx, &v1.SandboxTemplate{}, label) })
 	gs := newGitSync(t, srv.URL(), func(gs *v1.GitSync) { gs.Spec.Timeout = metav1.Duration{Duration: 5 * time.Minute} })
-	wantReady(t, sync(t, gs), metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, sync(t, gs), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 	uids := func() map[string]types.UID {
 		list := &v1.SandboxTemplateList{}
 		if err := c.List(ctx, list, label); err != nil {
@@ -58,7 +57,7 @@ func TestAPIServerRestartMidSync(t *testing.T) {
 	waitHandled(t, gs, token, 5*time.Minute)
 
 	final := waitHandled(t, gs, requestSync(t, gs), 5*time.Minute)
-	wantReady(t, final, metav1.ConditionTrue, gitsync.ReasonSucceeded)
+	wantReady(t, final, metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
 	if n := len(final.Status.Inventory); n != synced+added {
 		t.Errorf("inventory has %d entries after the restart, want %d", n, synced+added)
 	}

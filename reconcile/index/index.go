@@ -13,10 +13,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 )
 
-// Index names. Each is the path of the reference it indexes, on the kind it
-// indexes.
+// Index names. Each is the path of the reference it indexes
+// (v1alpha1.References), on the kind it indexes.
 const (
 	SandboxTemplate  = "spec.templateRef.name" // on Sandbox
 	SandboxWarmPool  = "spec.warmPoolRef.name" // on Sandbox
@@ -37,25 +38,19 @@ func Register(mgr ctrl.Manager) error {
 	if registered[mgr] {
 		return nil
 	}
-	indexes := []struct {
-		obj   client.Object
-		field string
-		ref   func(client.Object) *v1.LocalObjectReference
-	}{
-		{&v1.Sandbox{}, SandboxTemplate, func(o client.Object) *v1.LocalObjectReference { return o.(*v1.Sandbox).Spec.TemplateRef }},
-		{&v1.Sandbox{}, SandboxWarmPool, func(o client.Object) *v1.LocalObjectReference { return o.(*v1.Sandbox).Spec.WarmPoolRef }},
-		{&v1.WarmPool{}, WarmPoolTemplate, func(o client.Object) *v1.LocalObjectReference { return &o.(*v1.WarmPool).Spec.TemplateRef }},
-		{&v1.SandboxTemplate{}, TemplateNodePool, func(o client.Object) *v1.LocalObjectReference { return o.(*v1.SandboxTemplate).Spec.NodePoolRef }},
-	}
-	for _, ix := range indexes {
-		err := mgr.GetFieldIndexer().IndexField(context.Background(), ix.obj, ix.field, func(o client.Object) []string {
-			if ref := ix.ref(o); ref != nil {
-				return []string{ref.Name}
+	for _, ref := range v1.References {
+		obj, err := kubescheme.Scheme.New(v1.GroupVersion.WithKind(ref.From))
+		if err != nil {
+			return err
+		}
+		err = mgr.GetFieldIndexer().IndexField(context.Background(), obj.(client.Object), ref.Field, func(o client.Object) []string {
+			if named := ref.Get(o); named != nil {
+				return []string{named.Name}
 			}
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("failed to index %T by %s: %w", ix.obj, ix.field, err)
+			return fmt.Errorf("failed to index %s by %s: %w", ref.From, ref.Field, err)
 		}
 	}
 	registered[mgr] = true

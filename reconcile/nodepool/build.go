@@ -20,7 +20,7 @@ func desiredRuntimeClass(pool *v1.NodePool) *nodev1.RuntimeClass {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            pool.Name,
 			Labels:          map[string]string{v1.LabelManagedBy: v1.ManagedByValue},
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(pool, v1.GroupVersion.WithKind("NodePool"))},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(pool, v1.GroupVersion.WithKind(v1.KindNodePool))},
 		},
 		Handler: pool.Spec.RuntimeHandler,
 		Scheduling: &nodev1.Scheduling{

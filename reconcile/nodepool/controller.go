@@ -110,7 +110,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		if needsFinalizer {
 			controllerutil.AddFinalizer(pool, Finalizer)
 		}
-		conditions.MarkReconciling(pool, ReasonProgressing, "reconciling generation %d", pool.Generation)
+		conditions.MarkReconciling(pool, v1.ReasonProgressing, "reconciling generation %d", pool.Generation)
 		if err := patcher.Patch(ctx, pool, patchOptions()...); err != nil {
 			return ctrl.Result{}, fmt.Errorf("failed to patch NodePool %s: %w", pool.Name, err)
 		}

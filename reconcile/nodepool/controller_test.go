@@ -81,7 +81,7 @@ func TestPoolBecomesRuntimeClassAndLabelsItsNodes(t *testing.T) {
 	e.member(n2, pool, dedicated)
 	e.notMember(outsider)
 
-	got := e.poolStatus(pool, "Ready with 2 nodes", all(ready(metav1.ConditionTrue, nodepool.ReasonSucceeded, false), counts(2, 2)))
+	got := e.poolStatus(pool, "Ready with 2 nodes", all(ready(metav1.ConditionTrue, v1.ReasonSucceeded, false), counts(2, 2)))
 	if got.Status.RuntimeClassName != pool.Name {
 		t.Errorf("status.runtimeClassName = %q, want %q", got.Status.RuntimeClassName, pool.Name)
 	}
@@ -92,7 +92,7 @@ func TestPoolBecomesRuntimeClassAndLabelsItsNodes(t *testing.T) {
 	// At least, not exactly: another test package may run this controller
 	// against the same cluster at the same time.
 	e.eventually("an event per transition", func(ctx context.Context) error {
-		return e.events(ctx, got, map[string]int{"RuntimeClassCreated": 1, "NodeLabelled": 2, nodepool.ReasonSucceeded: 1})
+		return e.events(ctx, got, map[string]int{"RuntimeClassCreated": 1, "NodeLabelled": 2, v1.ReasonSucceeded: 1})
 	})
 }
 
@@ -127,13 +127,13 @@ func TestNodeThatStopsMatchingLeavesThePool(t *testing.T) {
 	pool := e.pool("", spec(group, dedicated))
 	e.member(stays, pool, dedicated)
 	e.member(leaves, pool, dedicated)
-	e.poolStatus(pool, "Ready with 2 nodes", all(ready(metav1.ConditionTrue, nodepool.ReasonSucceeded, false), counts(2, 2)))
+	e.poolStatus(pool, "Ready with 2 nodes", all(ready(metav1.ConditionTrue, v1.ReasonSucceeded, false), counts(2, 2)))
 
 	e.patchNode(leaves, func(n *corev1.Node) { n.Labels[groupLabel] = testcluster.Name("elsewhere") })
 
 	e.notMember(leaves)
 	e.member(stays, pool, dedicated)
-	e.poolStatus(pool, "Ready with 1 node", all(ready(metav1.ConditionTrue, nodepool.ReasonSucceeded, false), counts(1, 1)))
+	e.poolStatus(pool, "Ready with 1 node", all(ready(metav1.ConditionTrue, v1.ReasonSucceeded, false), counts(1, 1)))
 }
 
 // patchNode changes a node the way an administrator would.
@@ -183,7 +183,7 @@ func TestChangedTaintsReplaceTheOldOnes(t *testing.T) {
 		}
 		return nil
 	})
-	e.poolStatus(pool, "Ready at the new generation", ready(metav1.ConditionTrue, nodepool.ReasonSucceeded, false))
+	e.poolStatus(pool, "Ready at the new generation", ready(metav1.ConditionTrue, v1.ReasonSucceeded, false))
 }
 
 // TestDeletedPoolReleasesItsNodes deletes a pool: the finalizer holds it
@@ -196,7 +196,7 @@ func TestDeletedPoolReleasesItsNodes(t *testing.T) {
 	pool := e.pool("", spec(group, dedicated, runtime))
 	e.member(n1, pool, dedicated, runtime)
 	e.member(n2, pool, dedicated, runtime)
-	e.poolStatus(pool, "Ready", ready(metav1.ConditionTrue, nodepool.ReasonSucceeded, false))
+	e.poolStatus(pool, "Ready", ready(metav1.ConditionTrue, v1.ReasonSucceeded, false))
 
 	e.deletePool(pool)
 
@@ -218,7 +218,7 @@ func TestNoReadyNodesUntilOneMatches(t *testing.T) {
 	group := testcluster.Name("grp")
 	pool := e.pool("", spec(group, dedicated))
 
-	got := e.poolStatus(pool, "not Ready, no nodes", all(ready(metav1.ConditionFalse, nodepool.ReasonNoReadyNodes, false), counts(0, 0)))
+	got := e.poolStatus(pool, "not Ready, no nodes", all(ready(metav1.ConditionFalse, v1.ReasonNoReadyNodes, false), counts(0, 0)))
 	msg := conditions.GetMessage(got, v1.ReadyCondition)
 	for _, part := range []string{"matched 0 nodes, none Ready", "cannot schedule"} {
 		if !strings.Contains(msg, part) {
@@ -228,7 +228,7 @@ func TestNoReadyNodesUntilOneMatches(t *testing.T) {
 
 	n := e.node(group)
 	e.member(n, pool, dedicated)
-	e.poolStatus(pool, "Ready with the new node", all(ready(metav1.ConditionTrue, nodepool.ReasonSucceeded, false), counts(1, 1)))
+	e.poolStatus(pool, "Ready with the new node", all(ready(metav1.ConditionTrue, v1.ReasonSucceeded, false), counts(1, 1)))
 }
 
 // TestSecondPoolDoesNotStealANode points two pools at one node: the second
@@ -240,10 +240,10 @@ func TestSecondPoolDoesNotStealANode(t *testing.T) {
 	n := e.node(group)
 	first := e.pool("", spec(group, dedicated))
 	e.member(n, first, dedicated)
-	e.poolStatus(first, "Ready", ready(metav1.ConditionTrue, nodepool.ReasonSucceeded, false))
+	e.poolStatus(first, "Ready", ready(metav1.ConditionTrue, v1.ReasonSucceeded, false))
 
 	second := e.pool("", spec(group, runtime))
-	got := e.poolStatus(second, "in conflict", ready(metav1.ConditionFalse, nodepool.ReasonNodeConflict, true))
+	got := e.poolStatus(second, "in conflict", ready(metav1.ConditionFalse, v1.ReasonNodeConflict, true))
 	msg := conditions.GetMessage(got, v1.ReadyCondition)
 	if !strings.Contains(msg, n.Name) || !strings.Contains(msg, first.Name) {
 		t.Errorf("Ready message %q does not name node %s and pool %s", msg, n.Name, first.Name)
@@ -252,7 +252,7 @@ func TestSecondPoolDoesNotStealANode(t *testing.T) {
 
 	e.deletePool(first)
 	e.member(n, second, runtime)
-	e.poolStatus(second, "Ready once the node is free", ready(metav1.ConditionTrue, nodepool.ReasonSucceeded, false))
+	e.poolStatus(second, "Ready once the node is free", ready(metav1.ConditionTrue, v1.ReasonSucceeded, false))
 }
 
 // TestForeignRuntimeClassIsLeftAlone creates a RuntimeClass of the pool's
@@ -271,7 +271,7 @@ func TestForeignRuntimeClassIsLeftAlone(t *testing.T) {
 	n := e.node(group)
 	pool := e.pool(name, spec(group, dedicated))
 
-	got := e.poolStatus(pool, "in conflict", ready(metav1.ConditionFalse, nodepool.ReasonRuntimeClassConflict, true))
+	got := e.poolStatus(pool, "in conflict", ready(metav1.ConditionFalse, v1.ReasonRuntimeClassConflict, true))
 	if msg := conditions.GetMessage(got, v1.ReadyCondition); !strings.Contains(msg, "RuntimeClass "+name) {
 		t.Errorf("Ready message %q does not name RuntimeClass %s", msg, name)
 	}
@@ -288,5 +288,5 @@ func TestForeignRuntimeClassIsLeftAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.member(n, pool, dedicated)
-	e.poolStatus(pool, "Ready once the name is free", ready(metav1.ConditionTrue, nodepool.ReasonSucceeded, false))
+	e.poolStatus(pool, "Ready once the name is free", ready(metav1.ConditionTrue, v1.ReasonSucceeded, false))
 }

@@ -24,7 +24,7 @@ func (r *Reconciler) applyRuntimeClass(ctx context.Context, pool *v1.NodePool) (
 		return "", err
 	}
 	if existing != nil && !metav1.IsControlledBy(existing, pool) {
-		if ref := metav1.GetControllerOf(existing); ref != nil && ref.Kind == "NodePool" && ref.Name == pool.Name {
+		if ref := metav1.GetControllerOf(existing); ref != nil && ref.Kind == v1.KindNodePool && ref.Name == pool.Name {
 			// A pool deleted and created again: the garbage collector
 			// has yet to delete the old pool's RuntimeClass, and its
 			// deletion event brings the pool back here.

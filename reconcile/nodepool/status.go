@@ -12,24 +12,6 @@ import (
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
-// Condition reasons of a NodePool. Succeeded, Progressing,
-// ProgressingWithRetry and ReconciliationFailed are Flux's, so tools that
-// read Flux objects read these the same way.
-const (
-	ReasonSucceeded            = "Succeeded"
-	ReasonProgressing          = "Progressing"
-	ReasonProgressingWithRetry = "ProgressingWithRetry"
-	ReasonReconciliationFailed = "ReconciliationFailed"
-	// ReasonRuntimeClassConflict: a RuntimeClass of the pool's name exists
-	// and belongs to someone else.
-	ReasonRuntimeClassConflict = "RuntimeClassConflict"
-	// ReasonNodeConflict: a node the pool selects is held by another pool.
-	ReasonNodeConflict = "NodeConflict"
-	// ReasonNoReadyNodes: the selector matches no Ready node, so nothing
-	// that uses the pool can be scheduled.
-	ReasonNoReadyNodes = "NoReadyNodes"
-)
-
 // maxListed bounds how many conflicting nodes a message names.
 const maxListed = 5
 
@@ -65,27 +47,27 @@ func setStatus(pool *v1.NodePool, o outcome) {
 		pool.Status.Nodes, pool.Status.ReadyNodes = o.nodes.matching, o.nodes.ready
 	}
 	if o.err != nil {
-		conditions.MarkFalse(pool, v1.ReadyCondition, ReasonReconciliationFailed, "%s", o.err)
-		conditions.MarkReconciling(pool, ReasonProgressingWithRetry, "retrying after: %s", o.err)
+		conditions.MarkFalse(pool, v1.ReadyCondition, v1.ReasonReconciliationFailed, "%s", o.err)
+		conditions.MarkReconciling(pool, v1.ReasonProgressingWithRetry, "retrying after: %s", o.err)
 		return
 	}
 	pool.Status.ObservedGeneration = pool.Generation
 	switch {
 	case o.runtimeClassConflict != "":
-		stall(pool, ReasonRuntimeClassConflict, o.runtimeClassConflict)
+		stall(pool, v1.ReasonRuntimeClassConflict, o.runtimeClassConflict)
 	case o.nodes != nil && len(o.nodes.conflicts) > 0:
-		stall(pool, ReasonNodeConflict, conflictMessage(o.nodes.conflicts))
+		stall(pool, v1.ReasonNodeConflict, conflictMessage(o.nodes.conflicts))
 	case o.nodes == nil || o.nodes.ready == 0:
 		// Waiting for nodes is neither progress nor a spec problem: node
 		// events reconcile the pool again when one becomes Ready.
 		conditions.Delete(pool, v1.ReconcilingCondition)
 		conditions.Delete(pool, v1.StalledCondition)
-		conditions.MarkFalse(pool, v1.ReadyCondition, ReasonNoReadyNodes,
+		conditions.MarkFalse(pool, v1.ReadyCondition, v1.ReasonNoReadyNodes,
 			"node selector matched %d nodes, none Ready: sandboxes on this pool cannot schedule", pool.Status.Nodes)
 	default:
 		conditions.Delete(pool, v1.ReconcilingCondition)
 		conditions.Delete(pool, v1.StalledCondition)
-		conditions.MarkTrue(pool, v1.ReadyCondition, ReasonSucceeded,
+		conditions.MarkTrue(pool, v1.ReadyCondition, v1.ReasonSucceeded,
 			"RuntimeClass %s applied, %d of %d nodes Ready", o.runtimeClass, o.nodes.ready, o.nodes.matching)
 	}
 }

@@ -31,36 +31,36 @@ func TestSetStatus(t *testing.T) {
 		name:      "applied, some node Ready",
 		o:         outcome{runtimeClass: "gvisor", nodes: &nodeReport{matching: 3, ready: 2}},
 		wantNodes: 3, wantReady: 2, wantObserved: 3, wantRuntimeClass: "gvisor",
-		want: wantConditions{ready: "True", readyReason: ReasonSucceeded, messageHas: []string{"2 of 3 nodes Ready"}},
+		want: wantConditions{ready: "True", readyReason: v1.ReasonSucceeded, messageHas: []string{"2 of 3 nodes Ready"}},
 	}, {
 		name:         "the selector matches nothing",
 		o:            outcome{runtimeClass: "gvisor", nodes: &nodeReport{}},
 		wantObserved: 3, wantRuntimeClass: "gvisor",
-		want: wantConditions{ready: "False", readyReason: ReasonNoReadyNodes,
+		want: wantConditions{ready: "False", readyReason: v1.ReasonNoReadyNodes,
 			messageHas: []string{"matched 0 nodes, none Ready", "cannot schedule"}},
 	}, {
 		name:      "matching nodes, none Ready",
 		o:         outcome{runtimeClass: "gvisor", nodes: &nodeReport{matching: 2}},
 		wantNodes: 2, wantObserved: 3, wantRuntimeClass: "gvisor",
-		want: wantConditions{ready: "False", readyReason: ReasonNoReadyNodes, messageHas: []string{"matched 2 nodes, none Ready"}},
+		want: wantConditions{ready: "False", readyReason: v1.ReasonNoReadyNodes, messageHas: []string{"matched 2 nodes, none Ready"}},
 	}, {
 		name: "a node held by another pool stalls",
 		o: outcome{runtimeClass: "gvisor", nodes: &nodeReport{matching: 2, ready: 2,
 			conflicts: []nodeConflict{{Node: "node-1", Pool: "kata"}}}},
 		wantNodes: 2, wantReady: 2, wantObserved: 3, wantRuntimeClass: "gvisor",
-		want: wantConditions{ready: "False", readyReason: ReasonNodeConflict, stalled: "True",
+		want: wantConditions{ready: "False", readyReason: v1.ReasonNodeConflict, stalled: "True",
 			messageHas: []string{"node node-1 belongs to NodePool kata"}},
 	}, {
 		name:      "a foreign RuntimeClass stalls and is not reported as the pool's; nodes were not looked at",
 		o:         outcome{runtimeClassConflict: "RuntimeClass gvisor already exists with no controller"},
 		wantNodes: 5, wantReady: 4, wantObserved: 3,
-		want: wantConditions{ready: "False", readyReason: ReasonRuntimeClassConflict, stalled: "True",
+		want: wantConditions{ready: "False", readyReason: v1.ReasonRuntimeClassConflict, stalled: "True",
 			messageHas: []string{"RuntimeClass gvisor already exists"}},
 	}, {
 		name:      "an error retries: Reconciling, no new observedGeneration, counts kept",
 		o:         outcome{err: errors.New("failed to list nodes: boom")},
 		wantNodes: 5, wantReady: 4, wantObserved: 2, wantRuntimeClass: "gvisor",
-		want: wantConditions{ready: "False", readyReason: ReasonReconciliationFailed, reconciling: "True",
+		want: wantConditions{ready: "False", readyReason: v1.ReasonReconciliationFailed, reconciling: "True",
 			messageHas: []string{"failed to list nodes: boom"}},
 	}}
 	for _, tt := range tests {
@@ -69,7 +69,7 @@ func TestSetStatus(t *testing.T) {
 			// A pool seen before: last status of generation 2, and the
 			// Reconciling the start of this run set.
 			pool.Status = v1.NodePoolStatus{ObservedGeneration: 2, RuntimeClassName: "gvisor", Nodes: 5, ReadyNodes: 4}
-			conditions.MarkReconciling(pool, ReasonProgressing, "reconciling generation 3")
+			conditions.MarkReconciling(pool, v1.ReasonProgressing, "reconciling generation 3")
 
 			setStatus(pool, tt.o)
 
@@ -146,19 +146,19 @@ func TestRuntimeClassConflictMessage(t *testing.T) {
 }
 
 func TestReadyEvent(t *testing.T) {
-	ready := &metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: ReasonSucceeded, Message: "ok"}
-	notReady := &metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: ReasonNoReadyNodes, Message: "none"}
-	conflict := &metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: ReasonNodeConflict, Message: "taken"}
+	ready := &metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: v1.ReasonSucceeded, Message: "ok"}
+	notReady := &metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: v1.ReasonNoReadyNodes, Message: "none"}
+	conflict := &metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: v1.ReasonNodeConflict, Message: "taken"}
 	tests := []struct {
 		name          string
 		before, after *metav1.Condition
 		wantType      string
 		wantReason    string
 	}{
-		{"first Ready", nil, ready, corev1.EventTypeNormal, ReasonSucceeded},
-		{"first not Ready", nil, notReady, corev1.EventTypeWarning, ReasonNoReadyNodes},
-		{"became not Ready", ready, notReady, corev1.EventTypeWarning, ReasonNoReadyNodes},
-		{"became Ready", notReady, ready, corev1.EventTypeNormal, ReasonSucceeded},
+		{"first Ready", nil, ready, corev1.EventTypeNormal, v1.ReasonSucceeded},
+		{"first not Ready", nil, notReady, corev1.EventTypeWarning, v1.ReasonNoReadyNodes},
+		{"became not Ready", ready, notReady, corev1.EventTypeWarning, v1.ReasonNoReadyNodes},
+		{"became Ready", notReady, ready, corev1.EventTypeNormal, v1.ReasonSucceeded},
 		{"still Ready", ready, ready, "", ""},
 		{"still not Ready, for another reason", notReady, conflict, "", ""},
 		{"no Ready condition", nil, nil, "", ""},
@@ -183,16 +183,16 @@ func TestStartsGeneration(t *testing.T) {
 		{"a new pool", func(*v1.NodePool) {}, 0, true},
 		{"a new generation of a reconciled pool", func(p *v1.NodePool) {
 			p.Generation = 2
-			conditions.MarkTrue(p, v1.ReadyCondition, ReasonSucceeded, "ok")
+			conditions.MarkTrue(p, v1.ReadyCondition, v1.ReasonSucceeded, "ok")
 			p.Generation = 3
 		}, 2, true},
 		{"a new generation while retrying the previous one", func(p *v1.NodePool) {
 			p.Generation = 2
-			conditions.MarkReconciling(p, ReasonProgressingWithRetry, "retrying")
+			conditions.MarkReconciling(p, v1.ReasonProgressingWithRetry, "retrying")
 			p.Generation = 3
 		}, 1, true},
 		{"a retry of this generation", func(p *v1.NodePool) {
-			conditions.MarkReconciling(p, ReasonProgressingWithRetry, "retrying")
+			conditions.MarkReconciling(p, v1.ReasonProgressingWithRetry, "retrying")
 		}, 2, false},
 		{"the generation is observed", func(*v1.NodePool) {}, 3, false},
 	}

@@ -37,7 +37,7 @@ func TestOnlyTheOwnerGetsIn(t *testing.T) {
 	if mine.Spec.Owner != alice {
 		t.Fatalf("owner defaulted to %q, want %q", mine.Spec.Owner, alice)
 	}
-	waitCondition(t, admin, mine, metav1.ConditionTrue, sandbox.ReasonReady)
+	waitCondition(t, admin, mine, metav1.ConditionTrue, v1.ReasonPodReady)
 	ns := sandbox.NamespaceName(mine.Name)
 
 	mayNotActFor(t, "bob", asBob, admin, mine)

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
 )
 
 // maxWarmClaimWrites guards the writes of one warm claim, the client's
@@ -32,7 +32,7 @@ func TestWarmClaimWrites(t *testing.T) {
 
 	since := reconciletest.WriteCount()
 	sbx := newSandbox(t, c, tpl, claimFrom(pool))
-	got := waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
+	got := waitCondition(t, c, sbx, metav1.ConditionTrue, v1.ReasonPodReady)
 	if got.Status.LaunchType != "Warm" {
 		t.Fatalf("the claim on a full pool cold-started (%s)", got.Status.LaunchMessage)
 	}

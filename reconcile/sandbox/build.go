@@ -84,7 +84,7 @@ func sandboxBlueprint(sbx *v1.Sandbox, namespace string, tpl *v1.SandboxTemplate
 	}
 	return blueprint{
 		namespace: namespace, labels: l, owner: sbx.Spec.Owner, template: tpl, nodePool: pool, env: env,
-		controller: controllerRef("Sandbox", sbx),
+		controller: controllerRef(v1.KindSandbox, sbx),
 	}
 }
 

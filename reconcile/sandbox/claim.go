@@ -37,7 +37,7 @@ func memberBlueprint(pool *v1.WarmPool, namespace string, tpl *v1.SandboxTemplat
 	l[v1.LabelTemplateHash] = tpl.Status.ContentHash
 	return blueprint{
 		namespace: namespace, labels: l, template: tpl, nodePool: nodePool, env: tpl.Spec.Env,
-		controller: controllerRef("WarmPool", pool),
+		controller: controllerRef(v1.KindWarmPool, pool),
 	}
 }
 
@@ -141,7 +141,7 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 		now := metav1.NewTime(time.Now())
 		claimed.Annotations[AnnotationOwner] = sbx.Spec.Owner
 		claimed.Annotations[AnnotationClaimedAt] = now.UTC().Format(time.RFC3339Nano)
-		claimed.OwnerReferences = []metav1.OwnerReference{controllerRef("Sandbox", sbx)}
+		claimed.OwnerReferences = []metav1.OwnerReference{controllerRef(v1.KindSandbox, sbx)}
 		err := r.Update(ctx, claimed)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			r.taken.Delete(ns.Name)

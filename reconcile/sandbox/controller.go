@@ -197,7 +197,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	sbx.Status.ShutdownAt = lt.end
 	expired, left := lt.expired(time.Now())
 	if expired && lt.policy == v1.ShutdownPolicyDelete {
-		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, ReasonExpired, "Delete", "lifetime ended at %s; deleting the sandbox", lt.end.UTC().Format(time.RFC3339))
+		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, v1.ReasonExpired, "Delete", "lifetime ended at %s; deleting the sandbox", lt.end.UTC().Format(time.RFC3339))
 		return ctrl.Result{}, client.IgnoreNotFound(r.Delete(ctx, sbx))
 	}
 	desired := sbx.Spec.State
@@ -213,8 +213,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if namespace == "" {
 		// The pool has no Ready member and its policy is to wait for one.
 		msg := fmt.Sprintf("waiting for a Ready member of WarmPool %q (whenEmpty: Wait)", sbx.Spec.WarmPoolRef.Name)
-		conditions.MarkFalse(sbx, v1.ReadyCondition, ReasonWaitingForMember, "%s", msg)
-		conditions.MarkReconciling(sbx, ReasonWaitingForMember, "%s", msg)
+		conditions.MarkFalse(sbx, v1.ReadyCondition, v1.ReasonWaitingForMember, "%s", msg)
+		conditions.MarkReconciling(sbx, v1.ReasonWaitingForMember, "%s", msg)
 		sbx.Status.Phase = v1.SandboxPhasePending
 		return ctrl.Result{RequeueAfter: waitRetry}, nil
 	}
@@ -242,13 +242,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	if settling {
 		msg := "waiting for " + waitingFor
-		conditions.MarkFalse(sbx, v1.ReadyCondition, ReasonStarting, "%s", msg)
-		conditions.MarkReconciling(sbx, ReasonStarting, "%s", msg)
+		conditions.MarkFalse(sbx, v1.ReadyCondition, v1.ReasonPodStarting, "%s", msg)
+		conditions.MarkReconciling(sbx, v1.ReasonPodStarting, "%s", msg)
 		sbx.Status.Phase, sbx.Status.Namespace = v1.SandboxPhaseStarting, namespace
 		return ctrl.Result{RequeueAfter: settlingRetry}, nil
 	}
 	if err != nil {
-		conditions.MarkFalse(sbx, v1.ReadyCondition, ReasonPodFailed, "%v", err)
+		conditions.MarkFalse(sbx, v1.ReadyCondition, v1.ReasonPodFailed, "%v", err)
 		return ctrl.Result{}, err
 	}
 	r.setStatus(sbx, namespace, observed{desired: desired, pod: pod, expired: expired})
@@ -350,7 +350,7 @@ func (r *Reconciler) resolve(ctx context.Context, sbx *v1.Sandbox) (resolved, *w
 		res.warmPool = &v1.WarmPool{}
 		if err := r.Get(ctx, types.NamespacedName{Name: sbx.Spec.WarmPoolRef.Name}, res.warmPool); err != nil {
 			if apierrors.IsNotFound(err) {
-				return res, &wait{reason: ReasonWarmPoolNotFound, message: fmt.Sprintf("WarmPool %q does not exist", sbx.Spec.WarmPoolRef.Name)}, nil
+				return res, &wait{reason: v1.ReasonWarmPoolNotFound, message: fmt.Sprintf("WarmPool %q does not exist", sbx.Spec.WarmPoolRef.Name)}, nil
 			}
 			return res, nil, fmt.Errorf("failed to get WarmPool %s: %w", sbx.Spec.WarmPoolRef.Name, err)
 		}
@@ -359,7 +359,7 @@ func (r *Reconciler) resolve(ctx context.Context, sbx *v1.Sandbox) (resolved, *w
 	res.template = &v1.SandboxTemplate{}
 	if err := r.Get(ctx, types.NamespacedName{Name: templateName}, res.template); err != nil {
 		if apierrors.IsNotFound(err) {
-			return res, &wait{reason: ReasonTemplateNotFound, message: fmt.Sprintf("SandboxTemplate %q does not exist", templateName)}, nil
+			return res, &wait{reason: v1.ReasonTemplateNotFound, message: fmt.Sprintf("SandboxTemplate %q does not exist", templateName)}, nil
 		}
 		return res, nil, fmt.Errorf("failed to get SandboxTemplate %s: %w", templateName, err)
 	}
@@ -369,11 +369,11 @@ func (r *Reconciler) resolve(ctx context.Context, sbx *v1.Sandbox) (resolved, *w
 		if c != nil && c.Status == metav1.ConditionFalse {
 			msg = fmt.Sprintf("SandboxTemplate %q is not Ready: %s", templateName, c.Message)
 		}
-		return res, &wait{reason: ReasonTemplateNotReady, message: msg}, nil
+		return res, &wait{reason: v1.ReasonTemplateNotReady, message: msg}, nil
 	}
 	env, err := mergeEnv(res.template.Spec, sbx.Spec.Env)
 	if err != nil {
-		return res, &wait{reason: ReasonEnvRejected, message: err.Error(), terminal: true}, nil
+		return res, &wait{reason: v1.ReasonEnvVarsInjectionRejected, message: err.Error(), terminal: true}, nil
 	}
 	res.env = env
 	if ref := res.template.Spec.NodePoolRef; ref != nil {

@@ -23,7 +23,7 @@ func TestColdStartBuildsAnIsolatedSandbox(t *testing.T) {
 	tpl := newTemplate(t, c, nil)
 	sbx := newSandbox(t, c, tpl, nil)
 
-	got := waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
+	got := waitCondition(t, c, sbx, metav1.ConditionTrue, v1.ReasonPodReady)
 	assertIsolated(t, c, got)
 	for _, m := range got.ManagedFields {
 		if m.Subresource == "status" && m.Manager != apply.FieldManager {
@@ -54,7 +54,7 @@ func TestStopAndStartKeepTheWorkspace(t *testing.T) {
 	ctx := context.Background()
 	tpl := newTemplate(t, c, func(tpl *v1.SandboxTemplate) { tpl.Spec.Workspace.Persistent = true })
 	sbx := newSandbox(t, c, tpl, nil)
-	waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
+	waitCondition(t, c, sbx, metav1.ConditionTrue, v1.ReasonPodReady)
 	ns := sandbox.NamespaceName(sbx.Name)
 	pvc := &corev1.PersistentVolumeClaim{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: v1.WorkspaceName}, pvc); err != nil {
@@ -66,7 +66,7 @@ func TestStopAndStartKeepTheWorkspace(t *testing.T) {
 	}
 
 	setState(t, c, sbx, v1.SandboxStopped)
-	stopped := waitCondition(t, c, sbx, metav1.ConditionFalse, sandbox.ReasonStopped)
+	stopped := waitCondition(t, c, sbx, metav1.ConditionFalse, v1.ReasonStopped)
 	if stopped.Status.Phase != v1.SandboxPhaseStopped || stopped.Status.PodName != "" {
 		t.Errorf("stopped status %+v", stopped.Status)
 	}
@@ -77,7 +77,7 @@ func TestStopAndStartKeepTheWorkspace(t *testing.T) {
 	assertIsolated(t, c, stopped)
 
 	setState(t, c, sbx, v1.SandboxRunning)
-	waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
+	waitCondition(t, c, sbx, metav1.ConditionTrue, v1.ReasonPodReady)
 	again := &corev1.PersistentVolumeClaim{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: v1.WorkspaceName}, again); err != nil || again.UID != pvc.UID {
 		t.Fatalf("workspace claim after restart: uid %s, was %s (err %v)", again.UID, pvc.UID, err)
@@ -98,7 +98,7 @@ func TestDeleteLeavesNothingBehind(t *testing.T) {
 	ctx := context.Background()
 	tpl := newTemplate(t, c, func(tpl *v1.SandboxTemplate) { tpl.Spec.Workspace.Persistent = true })
 	sbx := newSandbox(t, c, tpl, nil)
-	waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
+	waitCondition(t, c, sbx, metav1.ConditionTrue, v1.ReasonPodReady)
 	if err := c.Delete(ctx, sbx); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestExpiry(t *testing.T) {
 		s.Spec.ShutdownTime = &metav1.Time{Time: time.Now().Add(3 * time.Second)}
 		s.Spec.ShutdownPolicy = v1.ShutdownPolicyDelete
 	})
-	expired := waitCondition(t, c, stop, metav1.ConditionFalse, sandbox.ReasonExpired)
+	expired := waitCondition(t, c, stop, metav1.ConditionFalse, v1.ReasonExpired)
 	if expired.Status.Phase != v1.SandboxPhaseStopped || expired.Status.ShutdownAt == nil {
 		t.Errorf("expired sandbox status %+v", expired.Status)
 	}
@@ -148,14 +148,14 @@ func TestTemplateProblemsAreReported(t *testing.T) {
 	sbx := newSandbox(t, c, missingPool, nil)
 	// The message names the template and, once the template controller has
 	// looked, the missing node pool.
-	waitCondition(t, c, sbx, metav1.ConditionFalse, sandbox.ReasonTemplateNotReady, missingPool.Name, `NodePool "no-such-pool"`)
+	waitCondition(t, c, sbx, metav1.ConditionFalse, v1.ReasonTemplateNotReady, missingPool.Name, `NodePool "no-such-pool"`)
 
 	noEnv := newTemplate(t, c, nil)
 	withEnv := newSandbox(t, c, noEnv, func(s *v1.Sandbox) { s.Spec.Env = []v1.EnvVar{{Name: "DEBUG", Value: "1"}} })
-	waitCondition(t, c, withEnv, metav1.ConditionFalse, sandbox.ReasonEnvRejected, "spec.env", "Disallowed")
+	waitCondition(t, c, withEnv, metav1.ConditionFalse, v1.ReasonEnvVarsInjectionRejected, "spec.env", "Disallowed")
 
 	missing := newSandbox(t, c, &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "no-such-template"}}, nil)
-	waitCondition(t, c, missing, metav1.ConditionFalse, sandbox.ReasonTemplateNotFound)
+	waitCondition(t, c, missing, metav1.ConditionFalse, v1.ReasonTemplateNotFound)
 }
 
 func setState(t *testing.T, c client.Client, sbx *v1.Sandbox, state v1.SandboxState) {
@@ -177,7 +177,7 @@ func TestStaleQuotaChargeIsRecounted(t *testing.T) {
 	c := testcluster.Get(t).Client
 	ctx := context.Background()
 	sbx := newSandbox(t, c, newTemplate(t, c, nil), func(s *v1.Sandbox) { s.Spec.State = v1.SandboxStopped })
-	stopped := waitCondition(t, c, sbx, metav1.ConditionFalse, sandbox.ReasonStopped)
+	stopped := waitCondition(t, c, sbx, metav1.ConditionFalse, v1.ReasonStopped)
 	key := types.NamespacedName{Namespace: stopped.Status.Namespace, Name: "sandbox"}
 	// Two phantom pods, as two cut-short creates leave them.
 	testcluster.Eventually(t, "quota charged with two pods that do not exist", func() (bool, string) {
@@ -196,6 +196,6 @@ func TestStaleQuotaChargeIsRecounted(t *testing.T) {
 	})
 
 	setState(t, c, sbx, v1.SandboxRunning)
-	waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
+	waitCondition(t, c, sbx, metav1.ConditionTrue, v1.ReasonPodReady)
 	assertIsolated(t, c, sbx)
 }

@@ -67,9 +67,9 @@ func newSandbox(t *testing.T, c client.Client, tpl *v1.SandboxTemplate, mutate f
 // Waiting for both matters: status fields and conditions are patched in two
 // requests, so a reader can see one without the other for a moment.
 var phaseOfReason = map[string]v1.SandboxPhase{
-	sandbox.ReasonReady:   v1.SandboxPhaseRunning,
-	sandbox.ReasonStopped: v1.SandboxPhaseStopped,
-	sandbox.ReasonExpired: v1.SandboxPhaseStopped,
+	v1.ReasonPodReady: v1.SandboxPhaseRunning,
+	v1.ReasonStopped:  v1.SandboxPhaseStopped,
+	v1.ReasonExpired:  v1.SandboxPhaseStopped,
 }
 
 // waitCondition waits for the sandbox's Ready condition to have status,

@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"fmt"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -9,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
 )
 
 // TestMetricsCountSandboxes reads the manager's registry (what /metrics
@@ -18,7 +18,7 @@ func TestMetricsCountSandboxes(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Get(t).Client
 	sbx := newSandbox(t, c, newTemplate(t, c, nil), nil)
-	waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
+	waitCondition(t, c, sbx, metav1.ConditionTrue, v1.ReasonPodReady)
 
 	// The collector counts from the manager's cache, which may see the
 	// Ready status a moment after the API server answered waitCondition.

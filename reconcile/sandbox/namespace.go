@@ -25,17 +25,6 @@ import (
 // the reconciler, since a new namespace is empty and the owner's role
 // creates nothing but exec, attach and port-forward sessions.
 
-// Reasons a sandbox cannot have its namespace.
-const (
-	// ReasonNamespaceConflict: the namespace exists and belongs to
-	// something else. Nothing in it is touched.
-	ReasonNamespaceConflict = "NamespaceConflict"
-	// ReasonNamespaceTerminating: the namespace of an earlier sandbox of
-	// the same name is still being deleted; the new one starts in a new
-	// namespace once it is gone.
-	ReasonNamespaceTerminating = "NamespaceTerminating"
-)
-
 // ownsNamespace tells whether ns is the sandbox's: controlled by this
 // Sandbox's UID. Namespaces created before the UID label existed are
 // recognised by the owner reference alone; the label is added on the next
@@ -94,16 +83,16 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, sbx *v1.Sandbox, bp bl
 func (r *Reconciler) namespaceTaken(ctx context.Context, sbx *v1.Sandbox, ns *corev1.Namespace) *wait {
 	if ns.DeletionTimestamp == nil && leftBehind(ns, sbx) {
 		if err := r.deleteEnvironment(ctx, ns); err != nil {
-			return &wait{reason: ReasonNamespaceTerminating, message: fmt.Sprintf(
+			return &wait{reason: v1.ReasonNamespaceTerminating, message: fmt.Sprintf(
 				"namespace %s was left by an earlier sandbox named %s and could not be deleted yet: %v", ns.Name, sbx.Name, err)}
 		}
 		ns.DeletionTimestamp = &metav1.Time{}
 	}
 	if ns.DeletionTimestamp != nil {
-		return &wait{reason: ReasonNamespaceTerminating, message: fmt.Sprintf(
+		return &wait{reason: v1.ReasonNamespaceTerminating, message: fmt.Sprintf(
 			"namespace %s is still being deleted; the sandbox starts in a new namespace once it is gone", ns.Name)}
 	}
-	return &wait{reason: ReasonNamespaceConflict, terminal: true, unwatched: true, message: fmt.Sprintf(
+	return &wait{reason: v1.ReasonNamespaceConflict, terminal: true, unwatched: true, message: fmt.Sprintf(
 		"namespace %s exists and does not belong to this sandbox; nothing in it was changed. Delete the namespace or choose another sandbox name", ns.Name)}
 }
 

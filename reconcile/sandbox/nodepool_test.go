@@ -11,7 +11,6 @@ import (
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
 )
 
 // TestSandboxRunsOnItsNodePool follows a template on a gVisor-style node
@@ -41,7 +40,7 @@ func TestSandboxRunsOnItsNodePool(t *testing.T) {
 	tpl := newTemplate(t, c, func(tpl *v1.SandboxTemplate) { tpl.Spec.NodePoolRef = &v1.LocalObjectReference{Name: pool.Name} })
 	sbx := newSandbox(t, c, tpl, nil)
 
-	got := waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
+	got := waitCondition(t, c, sbx, metav1.ConditionTrue, v1.ReasonPodReady)
 	assertIsolated(t, c, got)
 	pod := &corev1.Pod{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: got.Status.Namespace, Name: got.Status.PodName}, pod); err != nil {

@@ -8,25 +8,6 @@ import (
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
-// Condition reasons of a Sandbox.
-const (
-	ReasonReady            = "PodReady"
-	ReasonStarting         = "PodStarting"
-	ReasonStopped          = "Stopped"
-	ReasonStopping         = "Stopping"
-	ReasonExpired          = "Expired"
-	ReasonTemplateNotFound = "TemplateNotFound"
-	ReasonTemplateNotReady = "TemplateNotReady"
-	ReasonWarmPoolNotFound = "WarmPoolNotFound"
-	ReasonEnvRejected      = "EnvVarsInjectionRejected"
-	ReasonPodFailed        = "PodFailed"
-	// ReasonContainerFailing: the pod is scheduled but its container cannot
-	// run: it crashes, was killed for exceeding its memory limit, or its
-	// image or configuration is refused. The kubelet keeps retrying.
-	ReasonContainerFailing = "ContainerFailing"
-	ReasonWaitingForMember = "WaitingForMember"
-)
-
 // PodReady is the Ready rule: the pod is Running, Ready and has an IP.
 func PodReady(pod *corev1.Pod) bool {
 	if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
@@ -52,28 +33,28 @@ func phaseOf(o observed) (phase v1.SandboxPhase, ready bool, reason, message str
 	switch {
 	case o.desired == v1.SandboxStopped && o.pod == nil:
 		if o.expired {
-			return v1.SandboxPhaseStopped, false, ReasonExpired, "lifetime ended; the pod is gone and the workspace kept"
+			return v1.SandboxPhaseStopped, false, v1.ReasonExpired, "lifetime ended; the pod is gone and the workspace kept"
 		}
-		return v1.SandboxPhaseStopped, false, ReasonStopped, "stopped; the workspace is kept and state Running starts it again"
+		return v1.SandboxPhaseStopped, false, v1.ReasonStopped, "stopped; the workspace is kept and state Running starts it again"
 	case o.desired == v1.SandboxStopped:
-		return v1.SandboxPhaseStopping, false, ReasonStopping, "deleting the pod"
+		return v1.SandboxPhaseStopping, false, v1.ReasonStopping, "deleting the pod"
 	case o.pod == nil:
-		return v1.SandboxPhaseStarting, false, ReasonStarting, "creating the pod"
+		return v1.SandboxPhaseStarting, false, v1.ReasonPodStarting, "creating the pod"
 	case o.pod.DeletionTimestamp != nil:
-		return v1.SandboxPhaseStarting, false, ReasonStarting, "waiting for the previous pod to terminate"
+		return v1.SandboxPhaseStarting, false, v1.ReasonPodStarting, "waiting for the previous pod to terminate"
 	case o.pod.Status.Phase == corev1.PodFailed:
-		return v1.SandboxPhaseFailed, false, ReasonPodFailed, "pod failed: " + o.pod.Status.Message
+		return v1.SandboxPhaseFailed, false, v1.ReasonPodFailed, "pod failed: " + o.pod.Status.Message
 	case PodReady(o.pod):
 		message := "pod " + o.pod.Name + " is running and ready at " + o.pod.Status.PodIP
 		if restarts := restartReport(o.pod); restarts != "" {
 			message += "; " + restarts
 		}
-		return v1.SandboxPhaseRunning, true, ReasonReady, message
+		return v1.SandboxPhaseRunning, true, v1.ReasonPodReady, message
 	default:
 		if failing := containerFailing(o.pod); failing != "" {
-			return v1.SandboxPhaseStarting, false, ReasonContainerFailing, failing
+			return v1.SandboxPhaseStarting, false, v1.ReasonContainerFailing, failing
 		}
-		return v1.SandboxPhaseStarting, false, ReasonStarting, startingMessage(o.pod)
+		return v1.SandboxPhaseStarting, false, v1.ReasonPodStarting, startingMessage(o.pod)
 	}
 }
 

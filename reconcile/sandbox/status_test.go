@@ -27,25 +27,25 @@ func TestContainerTroubleReachesTheStatus(t *testing.T) {
 			LastTerminationState: oomKilled,
 			RestartCount:         2,
 		},
-		reason:    ReasonContainerFailing,
+		reason:    v1.ReasonContainerFailing,
 		inMessage: []string{"container CrashLoopBackOff: back-off 10s", "last exit: OOMKilled (exit code 137)", "memory limit"},
 	}, {
 		name: "security context the runtime refuses",
 		status: corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
 			Reason: "CreateContainerConfigError", Message: "container has runAsNonRoot and image will run as root",
 		}}},
-		reason:    ReasonContainerFailing,
+		reason:    v1.ReasonContainerFailing,
 		inMessage: []string{"container CreateContainerConfigError: container has runAsNonRoot"},
 	}, {
 		name:      "being created",
 		status:    corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}},
-		reason:    ReasonStarting,
+		reason:    v1.ReasonPodStarting,
 		inMessage: []string{"waiting for it to be ready"},
 	}, {
 		name:      "running again after an OOM kill",
 		status:    corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, LastTerminationState: oomKilled, RestartCount: 1},
 		ready:     true,
-		reason:    ReasonReady,
+		reason:    v1.ReasonPodReady,
 		inMessage: []string{"running and ready", "the container restarted 1 times; last exit: OOMKilled"},
 	}}
 	for _, tc := range cases {

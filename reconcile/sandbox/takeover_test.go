@@ -45,7 +45,7 @@ func TestExistingNamespaceIsNotAdopted(t *testing.T) {
 	}
 
 	sbx := createAs(t, asAlice, admin, name, fromTemplate(tpl))
-	got := waitCondition(t, admin, sbx, metav1.ConditionFalse, sandbox.ReasonNamespaceConflict,
+	got := waitCondition(t, admin, sbx, metav1.ConditionFalse, v1.ReasonNamespaceConflict,
 		"namespace "+theirs.Name+" exists and does not belong to this sandbox")
 	if !conditions.IsTrue(got, v1.StalledCondition) || got.Status.Namespace != "" {
 		t.Errorf("conflicting sandbox: Stalled %v, namespace %q; want Stalled and no namespace", conditions.Get(got, v1.StalledCondition), got.Status.Namespace)
@@ -60,7 +60,7 @@ func TestExistingNamespaceIsNotAdopted(t *testing.T) {
 	if err := admin.Delete(ctx, theirs); err != nil {
 		t.Fatal(err)
 	}
-	got = waitCondition(t, admin, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
+	got = waitCondition(t, admin, sbx, metav1.ConditionTrue, v1.ReasonPodReady)
 	assertIsolated(t, admin, got)
 	assertFresh(t, admin, got, before.UID, theirPod.UID)
 }
@@ -82,7 +82,7 @@ func TestOrphanedSandboxIsNotInherited(t *testing.T) {
 
 	name := testcluster.Name("reused")
 	bobs := createAs(t, asBob, admin, name, fromTemplate(bobsTemplate))
-	bobs = waitCondition(t, admin, bobs, metav1.ConditionTrue, sandbox.ReasonReady)
+	bobs = waitCondition(t, admin, bobs, metav1.ConditionTrue, v1.ReasonPodReady)
 	oldNamespace, oldPod := uidOf(t, admin, bobs.Status.Namespace)
 	if !allowed(t, admin, bob, bobs.Status.Namespace, "create", "exec") {
 		t.Fatalf("bob may not exec into his own sandbox")
@@ -96,7 +96,7 @@ func TestOrphanedSandboxIsNotInherited(t *testing.T) {
 		return apierrors.IsNotFound(err), "still there"
 	})
 	alices := createAs(t, asAlice, admin, name, fromTemplate(alicesTemplate))
-	got := waitCondition(t, admin, alices, metav1.ConditionTrue, sandbox.ReasonReady)
+	got := waitCondition(t, admin, alices, metav1.ConditionTrue, v1.ReasonPodReady)
 	assertIsolated(t, admin, got)
 	pod := assertFresh(t, admin, got, oldNamespace, oldPod)
 	if img := pod.Spec.Containers[0].Image; img != alicesTemplate.Spec.Image {
@@ -119,7 +119,7 @@ func TestRecreatedSandboxGetsANewNamespace(t *testing.T) {
 	admin := testcluster.Get(t).Client
 	ctx := context.Background()
 	tpl := newTemplate(t, admin, nil)
-	first := waitCondition(t, admin, newSandbox(t, admin, tpl, nil), metav1.ConditionTrue, sandbox.ReasonReady)
+	first := waitCondition(t, admin, newSandbox(t, admin, tpl, nil), metav1.ConditionTrue, v1.ReasonPodReady)
 	oldNamespace, oldPod := uidOf(t, admin, first.Status.Namespace)
 	if err := admin.Delete(ctx, first); err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func TestRecreatedSandboxGetsANewNamespace(t *testing.T) {
 		return apierrors.IsNotFound(err), "still there"
 	})
 	again := newSandbox(t, admin, tpl, func(s *v1.Sandbox) { s.Name = first.Name })
-	got := waitCondition(t, admin, again, metav1.ConditionTrue, sandbox.ReasonReady)
+	got := waitCondition(t, admin, again, metav1.ConditionTrue, v1.ReasonPodReady)
 	assertFresh(t, admin, got, oldNamespace, oldPod)
 }
 
@@ -158,7 +158,7 @@ func TestSandboxNamedLikeAMemberTakesNothing(t *testing.T) {
 	}
 
 	crafted := createAs(t, asAlice, admin, strings.TrimPrefix(member.Name, sandbox.NamespacePrefix), fromTemplate(tpl))
-	waitCondition(t, admin, crafted, metav1.ConditionFalse, sandbox.ReasonNamespaceConflict, "namespace "+member.Name+" exists")
+	waitCondition(t, admin, crafted, metav1.ConditionFalse, v1.ReasonNamespaceConflict, "namespace "+member.Name+" exists")
 	assertUntouched(t, admin, member, memberPod)
 	if allowed(t, admin, alice, member.Name, "create", "exec") {
 		t.Errorf("alice may exec into the unclaimed member %s", member.Name)
@@ -168,7 +168,7 @@ func TestSandboxNamedLikeAMemberTakesNothing(t *testing.T) {
 	}
 
 	claimed := createAs(t, asAlice, admin, testcluster.Name("claim"), fromPool(pool))
-	claimed = waitCondition(t, admin, claimed, metav1.ConditionTrue, sandbox.ReasonReady)
+	claimed = waitCondition(t, admin, claimed, metav1.ConditionTrue, v1.ReasonPodReady)
 	if claimed.Status.Namespace != member.Name || claimed.Status.LaunchType != v1.LaunchWarm {
 		t.Fatalf("claim got %s (%s), want the pool's one member %s, untouched by the crafted sandbox", claimed.Status.Namespace, claimed.Status.LaunchType, member.Name)
 	}

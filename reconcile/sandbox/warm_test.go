@@ -17,7 +17,6 @@ import (
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
 )
 
 func newPool(t *testing.T, c client.Client, tpl *v1.SandboxTemplate, replicas int32, mutate func(*v1.WarmPool)) *v1.WarmPool {
@@ -67,7 +66,7 @@ func TestWarmClaimHandsOutAReadyMember(t *testing.T) {
 	waitPoolReady(t, c, pool, 2)
 
 	sbx := newSandbox(t, c, tpl, claimFrom(pool))
-	got := waitCondition(t, c, sbx, metav1.ConditionTrue, sandbox.ReasonReady)
+	got := waitCondition(t, c, sbx, metav1.ConditionTrue, v1.ReasonPodReady)
 	if got.Status.LaunchType != v1.LaunchWarm || got.Status.ClaimedAt == nil {
 		t.Fatalf("launch %s (%s), claimed at %v: want a warm claim", got.Status.LaunchType, got.Status.LaunchMessage, got.Status.ClaimedAt)
 	}
@@ -99,7 +98,7 @@ func TestEmptyPool(t *testing.T) {
 
 	coldPool := newPool(t, c, tpl, 0, nil)
 	cold := newSandbox(t, c, tpl, claimFrom(coldPool))
-	got := waitCondition(t, c, cold, metav1.ConditionTrue, sandbox.ReasonReady)
+	got := waitCondition(t, c, cold, metav1.ConditionTrue, v1.ReasonPodReady)
 	if got.Status.LaunchType != v1.LaunchCold || got.Status.LaunchMessage == "" {
 		t.Errorf("launch %s %q, want Cold with the reason", got.Status.LaunchType, got.Status.LaunchMessage)
 	}
@@ -107,13 +106,13 @@ func TestEmptyPool(t *testing.T) {
 
 	waitPool := newPool(t, c, tpl, 0, func(p *v1.WarmPool) { p.Spec.WhenEmpty = v1.WhenEmptyWait })
 	waiting := newSandbox(t, c, tpl, claimFrom(waitPool))
-	waitCondition(t, c, waiting, metav1.ConditionFalse, sandbox.ReasonWaitingForMember, waitPool.Name)
+	waitCondition(t, c, waiting, metav1.ConditionFalse, v1.ReasonWaitingForMember, waitPool.Name)
 	patch := client.MergeFrom(waitPool.DeepCopy())
 	waitPool.Spec.Replicas = ptr.To[int32](1)
 	if err := c.Patch(context.Background(), waitPool, patch); err != nil {
 		t.Fatal(err)
 	}
-	got = waitCondition(t, c, waiting, metav1.ConditionTrue, sandbox.ReasonReady)
+	got = waitCondition(t, c, waiting, metav1.ConditionTrue, v1.ReasonPodReady)
 	if got.Status.LaunchType != v1.LaunchWarm {
 		t.Errorf("the waiting claim launched %s, want Warm", got.Status.LaunchType)
 	}
@@ -159,7 +158,7 @@ func TestConcurrentClaimsNeverShareAMember(t *testing.T) {
 	namespaces := map[string]string{}
 	launches := map[v1.LaunchType]int{}
 	for _, s := range sandboxes {
-		got := waitCondition(t, c, s, metav1.ConditionTrue, sandbox.ReasonReady)
+		got := waitCondition(t, c, s, metav1.ConditionTrue, v1.ReasonPodReady)
 		if other, dup := namespaces[got.Status.Namespace]; dup {
 			t.Errorf("sandboxes %s and %s share namespace %s", other, s.Name, got.Status.Namespace)
 		}

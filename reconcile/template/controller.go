@@ -103,7 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	case p != nil && (wasReady || tpl.Generation != tpl.Status.ObservedGeneration):
 		r.recorder.Eventf(tpl, nil, corev1.EventTypeWarning, p.reason, "Validate", p.message)
 	case p == nil && wasInvalid:
-		r.recorder.Eventf(tpl, nil, corev1.EventTypeNormal, ReasonValid, "Validate", "template is valid; content hash %s", hash)
+		r.recorder.Eventf(tpl, nil, corev1.EventTypeNormal, v1.ReasonValid, "Validate", "template is valid; content hash %s", hash)
 	}
 	if p != nil && p.terminal {
 		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("%s", p.message))
@@ -116,7 +116,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 func (r *Reconciler) checkNodePool(ctx context.Context, name string) (*problem, error) {
 	err := r.Get(ctx, types.NamespacedName{Name: name}, &v1.NodePool{})
 	if apierrors.IsNotFound(err) {
-		return &problem{reason: ReasonNodePoolNotFound,
+		return &problem{reason: v1.ReasonNodePoolNotFound,
 			message: fmt.Sprintf("spec.nodePoolRef names NodePool %q, which does not exist; create it or fix the reference", name)}, nil
 	}
 	if err != nil {
@@ -130,7 +130,7 @@ func setConditions(tpl *v1.SandboxTemplate, p *problem) {
 	conditions.Delete(tpl, v1.ReconcilingCondition)
 	switch {
 	case p == nil:
-		conditions.MarkTrue(tpl, v1.ReadyCondition, ReasonValid, "template is valid")
+		conditions.MarkTrue(tpl, v1.ReadyCondition, v1.ReasonValid, "template is valid")
 		conditions.Delete(tpl, v1.StalledCondition)
 	case p.terminal:
 		conditions.MarkFalse(tpl, v1.ReadyCondition, p.reason, "%s", p.message)

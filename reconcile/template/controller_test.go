@@ -61,11 +61,11 @@ func TestInvalidTemplatesStallWithAnActionableReason(t *testing.T) {
 		name, reason, message string
 		spec                  v1.SandboxTemplateSpec
 	}{
-		{"except outside cidr", template.ReasonInvalidEgress, `except[0] "192.168.0.0/16" must be a CIDR inside 10.0.0.0/8`,
+		{"except outside cidr", v1.ReasonInvalidEgress, `except[0] "192.168.0.0/16" must be a CIDR inside 10.0.0.0/8`,
 			v1.SandboxTemplateSpec{Image: "python:3.12", Network: v1.Network{Egress: []v1.EgressRule{{CIDR: "10.0.0.0/8", Except: []string{"192.168.0.0/16"}}}}}},
-		{"host bits", template.ReasonInvalidEgress, "did you mean 10.0.0.0/8",
+		{"host bits", v1.ReasonInvalidEgress, "did you mean 10.0.0.0/8",
 			v1.SandboxTemplateSpec{Image: "python:3.12", Network: v1.Network{Egress: []v1.EgressRule{{CIDR: "10.1.2.3/8"}}}}},
-		{"duplicate port names", template.ReasonDuplicatePort, `spec.ports[1].name "web" is already used by spec.ports[0]`,
+		{"duplicate port names", v1.ReasonDuplicatePortName, `spec.ports[1].name "web" is already used by spec.ports[0]`,
 			v1.SandboxTemplateSpec{Image: "python:3.12", Ports: []v1.ContainerPort{{Name: "web", ContainerPort: 80}, {Name: "web", ContainerPort: 8080}}}},
 	}
 	for _, tc := range cases {
@@ -93,7 +93,7 @@ func TestMissingNodePoolResolvesWhenCreated(t *testing.T) {
 		Spec:       v1.SandboxTemplateSpec{Image: "python:3.12", NodePoolRef: &v1.LocalObjectReference{Name: poolName}},
 	}
 	create(t, c, tpl)
-	got := waitReady(t, c, tpl, metav1.ConditionFalse, template.ReasonNodePoolNotFound)
+	got := waitReady(t, c, tpl, metav1.ConditionFalse, v1.ReasonNodePoolNotFound)
 	if msg := conditions.GetMessage(got, v1.ReadyCondition); !strings.Contains(msg, `NodePool "`+poolName+`"`) {
 		t.Errorf("message %q does not name the node pool", msg)
 	}
@@ -104,7 +104,7 @@ func TestMissingNodePoolResolvesWhenCreated(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: poolName},
 		Spec:       v1.NodePoolSpec{RuntimeHandler: "runsc", NodeSelector: map[string]string{"pool": poolName}},
 	})
-	waitReady(t, c, tpl, metav1.ConditionTrue, template.ReasonValid)
+	waitReady(t, c, tpl, metav1.ConditionTrue, v1.ReasonValid)
 }
 
 func TestContentHashFollowsWhatShapesASandbox(t *testing.T) {
@@ -113,7 +113,7 @@ func TestContentHashFollowsWhatShapesASandbox(t *testing.T) {
 	ctx := context.Background()
 	tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("hash")}, Spec: v1.SandboxTemplateSpec{Image: "python:3.12"}}
 	create(t, c, tpl)
-	tpl = waitReady(t, c, tpl, metav1.ConditionTrue, template.ReasonValid)
+	tpl = waitReady(t, c, tpl, metav1.ConditionTrue, v1.ReasonValid)
 	first := tpl.Status.ContentHash
 	if first == "" {
 		t.Fatal("no content hash")
@@ -122,15 +122,15 @@ func TestContentHashFollowsWhatShapesASandbox(t *testing.T) {
 	if err := c.Update(ctx, tpl); err != nil {
 		t.Fatal(err)
 	}
-	if got := waitReady(t, c, tpl, metav1.ConditionTrue, template.ReasonValid).Status.ContentHash; got != first {
+	if got := waitReady(t, c, tpl, metav1.ConditionTrue, v1.ReasonValid).Status.ContentHash; got != first {
 		t.Errorf("changing the default lifetime changed the hash %s -> %s; warm pools would roll for nothing", first, got)
 	}
-	tpl = waitReady(t, c, tpl, metav1.ConditionTrue, template.ReasonValid)
+	tpl = waitReady(t, c, tpl, metav1.ConditionTrue, v1.ReasonValid)
 	tpl.Spec.Image = "python:3.13"
 	if err := c.Update(ctx, tpl); err != nil {
 		t.Fatal(err)
 	}
-	if got := waitReady(t, c, tpl, metav1.ConditionTrue, template.ReasonValid).Status.ContentHash; got == first {
+	if got := waitReady(t, c, tpl, metav1.ConditionTrue, v1.ReasonValid).Status.ContentHash; got == first {
 		t.Errorf("changing the image kept the hash %s", got)
 	}
 }
@@ -143,7 +143,7 @@ func TestNewTemplateCostsOneWrite(t *testing.T) {
 	since := reconciletest.WriteCount()
 	tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("one-write")}, Spec: v1.SandboxTemplateSpec{Image: "python:3.13"}}
 	create(t, c, tpl)
-	waitReady(t, c, tpl, metav1.ConditionTrue, template.ReasonValid)
+	waitReady(t, c, tpl, metav1.ConditionTrue, v1.ReasonValid)
 	// A second pass (a requeue, a restart) finds nothing to write.
 	time.Sleep(time.Second)
 	writes := reconciletest.Writes(since, func(w reconciletest.Write) bool {

@@ -12,15 +12,6 @@ import (
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
-// Condition reasons of a SandboxTemplate.
-const (
-	ReasonValid            = "Valid"
-	ReasonInvalidImage     = "InvalidImage"
-	ReasonInvalidEgress    = "InvalidEgress"
-	ReasonDuplicatePort    = "DuplicatePortName"
-	ReasonNodePoolNotFound = "NodePoolNotFound"
-)
-
 // problem is why a template cannot be used, phrased for the person who has
 // to fix it.
 type problem struct {
@@ -37,20 +28,20 @@ type problem struct {
 // a sandbox would fail at its first start), and that port names are unique.
 func validateSpec(spec v1.SandboxTemplateSpec) *problem {
 	if _, err := reference.ParseNormalizedNamed(spec.Image); err != nil {
-		return &problem{ReasonInvalidImage, fmt.Sprintf("spec.image %q is not a valid image reference: %v", spec.Image, err), true}
+		return &problem{v1.ReasonInvalidImage, fmt.Sprintf("spec.image %q is not a valid image reference: %v", spec.Image, err), true}
 	}
 	for i, rule := range spec.Network.Egress {
 		cidr, err := netip.ParsePrefix(rule.CIDR)
 		if err != nil {
-			return &problem{ReasonInvalidEgress, fmt.Sprintf("spec.network.egress[%d].cidr %q: %v", i, rule.CIDR, err), true}
+			return &problem{v1.ReasonInvalidEgress, fmt.Sprintf("spec.network.egress[%d].cidr %q: %v", i, rule.CIDR, err), true}
 		}
 		if cidr.Masked() != cidr {
-			return &problem{ReasonInvalidEgress, fmt.Sprintf("spec.network.egress[%d].cidr %q has host bits set; did you mean %s?", i, rule.CIDR, cidr.Masked()), true}
+			return &problem{v1.ReasonInvalidEgress, fmt.Sprintf("spec.network.egress[%d].cidr %q has host bits set; did you mean %s?", i, rule.CIDR, cidr.Masked()), true}
 		}
 		for j, except := range rule.Except {
 			ex, err := netip.ParsePrefix(except)
 			if err != nil || ex.Bits() < cidr.Bits() || !cidr.Contains(ex.Addr()) {
-				return &problem{ReasonInvalidEgress, fmt.Sprintf("spec.network.egress[%d].except[%d] %q must be a CIDR inside %s", i, j, except, rule.CIDR), true}
+				return &problem{v1.ReasonInvalidEgress, fmt.Sprintf("spec.network.egress[%d].except[%d] %q must be a CIDR inside %s", i, j, except, rule.CIDR), true}
 			}
 		}
 	}
@@ -60,7 +51,7 @@ func validateSpec(spec v1.SandboxTemplateSpec) *problem {
 			continue
 		}
 		if j, dup := names[p.Name]; dup {
-			return &problem{ReasonDuplicatePort, fmt.Sprintf("spec.ports[%d].name %q is already used by spec.ports[%d]", i, p.Name, j), true}
+			return &problem{v1.ReasonDuplicatePortName, fmt.Sprintf("spec.ports[%d].name %q is already used by spec.ports[%d]", i, p.Name, j), true}
 		}
 		names[p.Name] = i
 	}

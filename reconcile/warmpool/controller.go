@@ -41,23 +41,6 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
 )
 
-// Condition reasons of a WarmPool.
-const (
-	ReasonFull             = "PoolFull"
-	ReasonFilling          = "Filling"
-	ReasonTemplateNotReady = "TemplateNotReady"
-	// ReasonTemplateNotFound: spec.templateRef names no template (see
-	// v1alpha1.MissingReference).
-	ReasonTemplateNotFound = "TemplateNotFound"
-	// ReasonUnschedulable: some members' pods cannot be placed on a node.
-	// They are kept, not rebuilt: a new pod would not fit either, and they
-	// start as soon as a node they fit joins.
-	ReasonUnschedulable = "MembersUnschedulable"
-	// ReasonBuildFailed: the API server refused a member's object (an
-	// admission policy, a quota); the message has its answer.
-	ReasonBuildFailed = "BuildFailed"
-)
-
 // ReasonMembersDeleted is the event of a pass that deleted members.
 const ReasonMembersDeleted = "MembersDeleted"
 
@@ -188,7 +171,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	want := int(ptrOr(pool.Spec.Replicas, 1))
+	want := int(pool.DesiredReplicas())
 	keep, drop := plan(members, want, pool.Spec.UpdateStrategy.Type, tpl.Status.ContentHash)
 	var deleted deletions
 	for _, m := range drop {
@@ -252,8 +235,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := builds.Wait(); err != nil {
 		// The first failed build; the retry completes every member.
 		msg := fmt.Sprintf("%s; %v", conditions.GetMessage(pool, v1.ReadyCondition), err)
-		conditions.MarkFalse(pool, v1.ReadyCondition, ReasonBuildFailed, "%s", msg)
-		conditions.MarkReconciling(pool, ReasonBuildFailed, "%s", msg)
+		conditions.MarkFalse(pool, v1.ReadyCondition, v1.ReasonBuildFailed, "%s", msg)
+		conditions.MarkReconciling(pool, v1.ReasonBuildFailed, "%s", msg)
 		return ctrl.Result{}, err
 	}
 	if settling.Load() {
@@ -320,7 +303,7 @@ func (r *Reconciler) template(ctx context.Context, pool *v1.WarmPool) (tpl *v1.S
 	tpl = &v1.SandboxTemplate{}
 	if err := r.Get(ctx, types.NamespacedName{Name: pool.Spec.TemplateRef.Name}, tpl); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, nil, ReasonTemplateNotFound, fmt.Sprintf("spec.templateRef names SandboxTemplate %q, which does not exist; create it or fix the reference", pool.Spec.TemplateRef.Name), nil
+			return nil, nil, v1.ReasonTemplateNotFound, fmt.Sprintf("spec.templateRef names SandboxTemplate %q, which does not exist; create it or fix the reference", pool.Spec.TemplateRef.Name), nil
 		}
 		return nil, nil, "", "", err
 	}
@@ -329,7 +312,7 @@ func (r *Reconciler) template(ctx context.Context, pool *v1.WarmPool) (tpl *v1.S
 		if c != nil && c.Status == metav1.ConditionFalse {
 			msg = fmt.Sprintf("SandboxTemplate %q is not Ready: %s", tpl.Name, c.Message)
 		}
-		return nil, nil, ReasonTemplateNotReady, msg, nil
+		return nil, nil, v1.ReasonTemplateNotReady, msg, nil
 	}
 	if ref := tpl.Spec.NodePoolRef; ref != nil {
 		np = &v1.NodePool{}
@@ -460,13 +443,13 @@ func setStatus(pool *v1.WarmPool, keep []sandbox.Member, want int, waiting bool)
 	}
 	pool.Status.Replicas, pool.Status.ReadyReplicas = int32(len(keep)), int32(ready)
 	if ready >= want {
-		conditions.MarkTrue(pool, v1.ReadyCondition, ReasonFull, "%d of %d members Ready", ready, want)
+		conditions.MarkTrue(pool, v1.ReadyCondition, v1.ReasonPoolFull, "%d of %d members Ready", ready, want)
 		conditions.Delete(pool, v1.ReconcilingCondition)
 		return
 	}
-	reason, msg := ReasonFilling, fmt.Sprintf("%d of %d members Ready", ready, want)
+	reason, msg := v1.ReasonFilling, fmt.Sprintf("%d of %d members Ready", ready, want)
 	if unschedulable > 0 {
-		reason = ReasonUnschedulable
+		reason = v1.ReasonMembersUnschedulable
 		msg += fmt.Sprintf("; %d cannot be scheduled: %s", unschedulable, why)
 	}
 	if waiting {
@@ -522,14 +505,7 @@ func (r *Reconciler) recordReadyTransition(pool *v1.WarmPool, before *metav1.Con
 }
 
 func problem(reason string) bool {
-	return reason == ReasonTemplateNotReady || reason == ReasonTemplateNotFound || reason == ReasonUnschedulable || reason == ReasonBuildFailed
-}
-
-func ptrOr(p *int32, def int32) int32 {
-	if p == nil {
-		return def
-	}
-	return *p
+	return reason == v1.ReasonTemplateNotReady || reason == v1.ReasonTemplateNotFound || reason == v1.ReasonMembersUnschedulable || reason == v1.ReasonBuildFailed
 }
 
 func (r *Reconciler) poolsOfTemplate(ctx context.Context, tpl client.Object) []reconcile.Request {

@@ -24,7 +24,6 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/warmpool"
 )
 
@@ -227,7 +226,7 @@ func TestBrokenTemplateGivesAClearCondition(t *testing.T) {
 			return false, err.Error()
 		}
 		cond := conditions.Get(got, v1.ReadyCondition)
-		return cond != nil && cond.Reason == warmpool.ReasonTemplateNotFound && v1.MissingReference(cond.Reason) &&
+		return cond != nil && cond.Reason == v1.ReasonTemplateNotFound && v1.MissingReference(cond.Reason) &&
 			strings.Contains(cond.Message, `"no-such-template", which does not exist`), fmt.Sprint(cond)
 	})
 	// A claim against the pool says the same, and waits rather than fails.
@@ -242,7 +241,7 @@ func TestBrokenTemplateGivesAClearCondition(t *testing.T) {
 			return false, err.Error()
 		}
 		cond := conditions.Get(got, v1.ReadyCondition)
-		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == sandbox.ReasonTemplateNotFound &&
+		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == v1.ReasonTemplateNotFound &&
 			strings.Contains(cond.Message, `SandboxTemplate "no-such-template" does not exist`) && conditions.IsReconciling(got), fmt.Sprint(cond)
 	})
 }
@@ -308,17 +307,17 @@ func TestUnschedulableMembersAreHeld(t *testing.T) {
 	}
 	got := poolStatus(t, c, pool, 2, 0)
 	ready := conditions.Get(got, v1.ReadyCondition)
-	if ready.Reason != warmpool.ReasonUnschedulable || !containsAll(ready.Message, []string{"0 of 2 members Ready", "2 cannot be scheduled: 0/"}) {
-		t.Errorf("Ready %s: %q, want %s counting the Ready members and saying why the others wait", ready.Reason, ready.Message, warmpool.ReasonUnschedulable)
+	if ready.Reason != v1.ReasonMembersUnschedulable || !containsAll(ready.Message, []string{"0 of 2 members Ready", "2 cannot be scheduled: 0/"}) {
+		t.Errorf("Ready %s: %q, want %s counting the Ready members and saying why the others wait", ready.Reason, ready.Message, v1.ReasonMembersUnschedulable)
 	}
-	waitEvent(t, c, pool, corev1.EventTypeWarning, warmpool.ReasonUnschedulable, "cannot be scheduled: 0/")
+	waitEvent(t, c, pool, corev1.EventTypeWarning, v1.ReasonMembersUnschedulable, "cannot be scheduled: 0/")
 
 	// A node the node pool selects joins: the members held start, and the
 	// pool says it recovered.
 	testcluster.Get(t).Node(t, nodePool.Spec.NodeSelector,
 		corev1.Taint{Key: "agentsandbox.dev/runtime", Value: "gvisor", Effect: corev1.TaintEffectNoSchedule})
 	poolStatus(t, c, pool, 2, 2)
-	waitEvent(t, c, pool, corev1.EventTypeNormal, "", "recovered from "+warmpool.ReasonUnschedulable)
+	waitEvent(t, c, pool, corev1.EventTypeNormal, "", "recovered from "+v1.ReasonMembersUnschedulable)
 	if now := names(); !slices.Equal(now, first) {
 		t.Errorf("members changed from %v to %v; the held ones should have started", first, now)
 	}
@@ -384,10 +383,10 @@ func TestRefusedBuildsSayWhyAndRecover(t *testing.T) {
 			return false, err.Error()
 		}
 		ready := conditions.Get(got, v1.ReadyCondition)
-		return ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == warmpool.ReasonBuildFailed &&
+		return ready != nil && ready.Status == metav1.ConditionFalse && ready.Reason == v1.ReasonBuildFailed &&
 			containsAll(ready.Message, []string{"0 of 2 members Ready", refusal}), fmt.Sprint(ready)
 	})
-	waitEvent(t, c, pool, corev1.EventTypeWarning, warmpool.ReasonBuildFailed, refusal)
+	waitEvent(t, c, pool, corev1.EventTypeWarning, v1.ReasonBuildFailed, refusal)
 	n := 0
 	for _, count := range members(t, c, pool) {
 		n += count
@@ -400,7 +399,7 @@ func TestRefusedBuildsSayWhyAndRecover(t *testing.T) {
 		t.Fatal(err)
 	}
 	poolStatus(t, c, pool, 2, 2)
-	waitEvent(t, c, pool, corev1.EventTypeNormal, "", "recovered from "+warmpool.ReasonBuildFailed)
+	waitEvent(t, c, pool, corev1.EventTypeNormal, "", "recovered from "+v1.ReasonBuildFailed)
 }
 
 // TestClaimBurstDefersTopUp claims 8 of a pool's 12 members, one every

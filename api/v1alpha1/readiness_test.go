@@ -1,0 +1,78 @@
+package v1alpha1_test
+
+import (
+	"os"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+)
+
+// TestDefaultsMatchTheCRD holds the Go defaults to the CRD's
+// +kubebuilder:default markers, so that code reading an object that was
+// never defaulted (a declaration, a plan) agrees with the API server.
+func TestDefaultsMatchTheCRD(t *testing.T) {
+	data, err := os.ReadFile("../../config/crd/bases/agentsandbox.dev_warmpools.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		t.Fatal(err)
+	}
+	replicas := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["replicas"]
+	if replicas.Default == nil || string(replicas.Default.Raw) != "1" || v1.DefaultWarmPoolReplicas != 1 {
+		t.Errorf("spec.replicas defaults to %v in the CRD, DefaultWarmPoolReplicas is %d", replicas.Default, v1.DefaultWarmPoolReplicas)
+	}
+	if got := (&v1.WarmPool{}).DesiredReplicas(); got != v1.DefaultWarmPoolReplicas {
+		t.Errorf("DesiredReplicas of a pool without replicas: %d", got)
+	}
+	if got := (&v1.WarmPool{Spec: v1.WarmPoolSpec{Replicas: ptr.To[int32](0)}}).DesiredReplicas(); got != 0 {
+		t.Errorf("DesiredReplicas of a pool of 0: %d", got)
+	}
+}
+
+func TestReadiness(t *testing.T) {
+	ready := metav1.Condition{Type: v1.ReadyCondition, Status: metav1.ConditionTrue, Message: "ok"}
+	notReady := metav1.Condition{Type: v1.ReadyCondition, Status: metav1.ConditionFalse, Message: "pulling the image"}
+	stalled := metav1.Condition{Type: v1.StalledCondition, Status: metav1.ConditionTrue, Message: "image name invalid"}
+	meta := metav1.ObjectMeta{Generation: 2}
+	pool := func(observed int64, replicas, ready int32, conds ...metav1.Condition) *v1.WarmPool {
+		return &v1.WarmPool{ObjectMeta: meta, Spec: v1.WarmPoolSpec{Replicas: ptr.To[int32](3)},
+			Status: v1.WarmPoolStatus{ObservedGeneration: observed, Replicas: replicas, ReadyReplicas: ready, Conditions: conds}}
+	}
+	sandbox := func(state v1.SandboxState, phase v1.SandboxPhase, conds ...metav1.Condition) *v1.Sandbox {
+		return &v1.Sandbox{ObjectMeta: meta, Spec: v1.SandboxSpec{State: state},
+			Status: v1.SandboxStatus{ObservedGeneration: 2, Phase: phase, Conditions: conds}}
+	}
+	for name, tc := range map[string]struct {
+		obj  v1.Judged
+		want v1.Readiness
+	}{
+		"template ready": {&v1.SandboxTemplate{ObjectMeta: meta, Status: v1.SandboxTemplateStatus{ObservedGeneration: 2, Conditions: []metav1.Condition{ready}}},
+			v1.Readiness{Ready: true, Message: "ok"}},
+		"template of an older generation": {&v1.SandboxTemplate{ObjectMeta: meta, Status: v1.SandboxTemplateStatus{ObservedGeneration: 1, Conditions: []metav1.Condition{ready}}},
+			v1.Readiness{Message: "waiting for the reconciler to see generation 2"}},
+		"node pool without conditions": {&v1.NodePool{ObjectMeta: meta, Status: v1.NodePoolStatus{ObservedGeneration: 2}},
+			v1.Readiness{Message: "no Ready condition yet"}},
+		"gitsync stalled": {&v1.GitSync{ObjectMeta: meta, Status: v1.GitSyncStatus{ObservedGeneration: 2, Conditions: []metav1.Condition{notReady, stalled}}},
+			v1.Readiness{Failed: true, Message: "image name invalid"}},
+		"pool full":                   {pool(2, 3, 3, ready), v1.Readiness{Ready: true, Message: "3 of 3 members ready"}},
+		"pool filling":                {pool(2, 3, 1, notReady), v1.Readiness{Message: "1 of 3 members ready"}},
+		"pool with a member too many": {pool(2, 4, 3, ready), v1.Readiness{Message: "3 of 3 members ready"}},
+		"pool stalled":                {pool(2, 0, 0, stalled), v1.Readiness{Failed: true, Message: "image name invalid"}},
+		"sandbox running":             {sandbox(v1.SandboxRunning, v1.SandboxPhaseRunning, ready), v1.Readiness{Ready: true, Message: "ok"}},
+		"sandbox starting":            {sandbox("", v1.SandboxPhaseStarting, notReady), v1.Readiness{Message: "pulling the image"}},
+		"sandbox failed":              {sandbox(v1.SandboxRunning, v1.SandboxPhaseFailed, notReady), v1.Readiness{Failed: true, Message: "pulling the image"}},
+		"sandbox stopped as declared": {sandbox(v1.SandboxStopped, v1.SandboxPhaseStopped), v1.Readiness{Ready: true, Message: "phase Stopped"}},
+		"sandbox stopping":            {sandbox(v1.SandboxStopped, v1.SandboxPhaseStopping), v1.Readiness{Message: "phase Stopping"}},
+	} {
+		if got := tc.obj.Readiness(); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", name, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package v1alpha1
+
+// The reasons of the kinds' conditions (Ready, Reconciling, Stalled), in
+// one place: clients read them (v1alpha1.MissingReference, the provider's
+// waits, the GitOps health check), so they are part of the API. Each
+// constant is named Reason and its value.
+
+// Reasons more than one kind uses (GitSync, NodePool, Sandbox, WarmPool).
+const (
+	// ReasonProgressing: Reconciling, for a node pool or a GitSync.
+	ReasonProgressing = "Progressing"
+	// ReasonTemplateNotFound: spec.templateRef names no template (see
+	// v1alpha1.MissingReference).
+	ReasonTemplateNotFound = "TemplateNotFound"
+	ReasonTemplateNotReady = "TemplateNotReady"
+	// ReasonBuildFailed: the API server refused a member's object (an
+	// admission policy, a quota); the message has its answer.
+	ReasonBuildFailed = "BuildFailed"
+)
+
+// Reasons of a NodePool. Succeeded, Progressing, ProgressingWithRetry and
+// ReconciliationFailed are Flux's, so tools that read Flux objects read
+// these the same way.
+const (
+	ReasonSucceeded            = "Succeeded"
+	ReasonProgressingWithRetry = "ProgressingWithRetry"
+	ReasonReconciliationFailed = "ReconciliationFailed"
+	// ReasonRuntimeClassConflict: a RuntimeClass of the pool's name exists
+	// and belongs to someone else.
+	ReasonRuntimeClassConflict = "RuntimeClassConflict"
+	// ReasonNodeConflict: a node the pool selects is held by another pool.
+	ReasonNodeConflict = "NodeConflict"
+	// ReasonNoReadyNodes: the selector matches no Ready node, so nothing
+	// that uses the pool can be scheduled.
+	ReasonNoReadyNodes = "NoReadyNodes"
+)
+
+// Reasons of a SandboxTemplate.
+const (
+	ReasonValid             = "Valid"
+	ReasonInvalidImage      = "InvalidImage"
+	ReasonInvalidEgress     = "InvalidEgress"
+	ReasonDuplicatePortName = "DuplicatePortName"
+	ReasonNodePoolNotFound  = "NodePoolNotFound"
+)
+
+// Reasons of a WarmPool.
+const (
+	ReasonPoolFull = "PoolFull"
+	ReasonFilling  = "Filling"
+	// ReasonMembersUnschedulable: some members' pods cannot be placed on a node.
+	// They are kept, not rebuilt: a new pod would not fit either, and they
+	// start as soon as a node they fit joins.
+	ReasonMembersUnschedulable = "MembersUnschedulable"
+)
+
+// Reasons of a Sandbox.
+const (
+	// ReasonNamespaceConflict: the namespace exists and belongs to
+	// something else. Nothing in it is touched.
+	ReasonNamespaceConflict = "NamespaceConflict"
+	// ReasonNamespaceTerminating: the namespace of an earlier sandbox of
+	// the same name is still being deleted; the new one starts in a new
+	// namespace once it is gone.
+	ReasonNamespaceTerminating     = "NamespaceTerminating"
+	ReasonPodReady                 = "PodReady"
+	ReasonPodStarting              = "PodStarting"
+	ReasonStopped                  = "Stopped"
+	ReasonStopping                 = "Stopping"
+	ReasonExpired                  = "Expired"
+	ReasonWarmPoolNotFound         = "WarmPoolNotFound"
+	ReasonEnvVarsInjectionRejected = "EnvVarsInjectionRejected"
+	ReasonPodFailed                = "PodFailed"
+	// ReasonContainerFailing: the pod is scheduled but its container cannot
+	// run: it crashes, was killed for exceeding its memory limit, or its
+	// image or configuration is refused. The kubelet keeps retrying.
+	ReasonContainerFailing = "ContainerFailing"
+	ReasonWaitingForMember = "WaitingForMember"
+)
+
+// Reasons of a GitSync.
+const (
+	ReasonReconciliationSucceeded = "ReconciliationSucceeded"
+	ReasonAuthenticationFailed    = "AuthenticationFailed"
+	// ReasonServiceAccountNotFound: spec.serviceAccountName names no
+	// ServiceAccount in the reconciler's namespace.
+	ReasonServiceAccountNotFound = "ServiceAccountNotFound"
+	ReasonFetchFailed            = "FetchFailed"
+	ReasonValidationFailed       = "ValidationFailed"
+	ReasonApplyFailed            = "ApplyFailed"
+	ReasonPruneFailed            = "PruneFailed"
+	ReasonHealthCheckFailed      = "HealthCheckFailed"
+)
