@@ -87,6 +87,9 @@ func startReconciler(t *testing.T, cluster *testcluster.Cluster) *reconciler {
 func (r *reconciler) start() {
 	r.proc = exec.Command(r.bin, "reconcile", "--kubeconfig", r.conf, "--leader-elect=false", "--metrics-addr=0", "--health-addr=0")
 	r.proc.Stdout, r.proc.Stderr = r.log, r.log
+	// A test binary that dies (a panic, the -timeout) must not leave a
+	// reconciler acting on the cluster the next run uses.
+	r.proc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := r.proc.Start(); err != nil {
 		r.t.Fatal(err)
 	}
