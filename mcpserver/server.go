@@ -80,8 +80,8 @@ func New(sdk *sandboxclient.Client, kube client.Client, opts Options) *mcp.Serve
 		"pass [\"sh\", \"-c\", \"...\"] for one) and return its exit code, stdout and stderr. Output beyond the limit " +
 		"is dropped and the number of bytes dropped is reported."}, t.runCommand)
 	mcp.AddTool(s, &mcp.Tool{Name: "write_file", Description: "Write a file in a sandbox's workspace, replacing it " +
-		"once every byte arrived. Paths are relative to the workspace and may not leave it; the file's directory must " +
-		"exist (run_command [\"mkdir\", \"-p\", dir] makes one)."}, t.writeFile)
+		"once every byte arrived. Paths are relative to the workspace and may not leave it; missing directories are " +
+		"made."}, t.writeFile)
 	mcp.AddTool(s, &mcp.Tool{Name: "read_file", Description: "Read a file of a sandbox's workspace, as text or " +
 		"base64 (binary content is always returned as base64)."}, t.readFile)
 	mcp.AddTool(s, &mcp.Tool{Name: "list_files", Description: "List a directory of a sandbox's workspace."}, t.listFiles)

@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io/fs"
+	"path"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -289,8 +291,42 @@ func (t *tools) write(ctx context.Context, sandbox string, f File) (int64, error
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", f.Path, err)
 	}
-	err = t.sdk.WriteFile(ctx, sandbox, f.Path, bytes.NewReader(data), int64(len(data)), sandboxclient.FileOptions{})
+	write := func() error {
+		return t.sdk.WriteFile(ctx, sandbox, f.Path, bytes.NewReader(data), int64(len(data)), sandboxclient.FileOptions{})
+	}
+	// An agent writes a project's files without making their directories
+	// first: a missing directory is made, as mkdir -p would, and the write
+	// tried again. The first try costs nothing extra when it exists.
+	err = write()
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = t.makeDirs(ctx, sandbox, path.Dir(f.Path)); err == nil {
+			err = write()
+		}
+	}
 	return int64(len(data)), err
+}
+
+// makeDirs makes dir and its missing parents in the workspace.
+func (t *tools) makeDirs(ctx context.Context, sandbox, dir string) error {
+	if dir == "." || dir == "/" {
+		return nil
+	}
+	info, err := t.sdk.Stat(ctx, sandbox, dir)
+	switch {
+	case err == nil && info.Type == "dir":
+		return nil
+	case err == nil:
+		return fmt.Errorf("%s is a %s, not a directory", dir, info.Type)
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	if err := t.makeDirs(ctx, sandbox, path.Dir(dir)); err != nil {
+		return err
+	}
+	if err := t.sdk.MakeDir(ctx, sandbox, dir, 0); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return nil
 }
 
 func (t *tools) readFile(ctx context.Context, _ *mcp.CallToolRequest, in readIn) (*mcp.CallToolResult, readOut, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -139,10 +140,14 @@ func TestMCP(t *testing.T) {
 
 	t.Run("files", func(t *testing.T) {
 		text := "mcp-" + sbx.Name + ".txt"
-		if _, toolErr := call[any](t, s, "write_file", map[string]any{"sandbox": sbx.Name, "path": "mcp/" + text, "content": "x"}); !strings.Contains(toolErr, "no such directory") {
-			t.Errorf("write_file into a missing directory: %q", toolErr)
+		// Missing directories are made, as mkdir -p would.
+		must[any](t, s, "write_file", map[string]any{"sandbox": sbx.Name, "path": "made/by/write/" + text, "content": "x"})
+		if got, err := os.ReadFile(filepath.Join(workspace, "made/by/write", text)); err != nil || string(got) != "x" {
+			t.Errorf("write_file into missing directories: %q %v", got, err)
 		}
-		must[mcpCommandResult](t, s, "run_command", map[string]any{"sandbox": sbx.Name, "command": []string{"mkdir", "-p", "mcp"}, "workdir": workspace})
+		if _, toolErr := call[any](t, s, "write_file", map[string]any{"sandbox": sbx.Name, "path": "made/by/write/" + text + "/below", "content": "x"}); !strings.Contains(toolErr, "not a directory") {
+			t.Errorf("write_file below a file: %q", toolErr)
+		}
 		must[any](t, s, "write_file", map[string]any{"sandbox": sbx.Name, "path": "mcp/" + text, "content": "hello\n"})
 		read := must[struct{ Content, Encoding string }](t, s, "read_file", map[string]any{"sandbox": sbx.Name, "path": "mcp/" + text})
 		if read.Content != "hello\n" || read.Encoding != "text" {
