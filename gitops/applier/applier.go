@@ -45,7 +45,7 @@ const LabelGitSync = "agentsandbox.dev/gitsync"
 // SetOwner labels every declaration as applied by the GitSync named owner.
 // Declarations without labels of their own share one map of labels: a
 // GitSync keeps its revision's declarations between syncs, and 10,000
-// equal maps took 4.6 MiB of its heap. Sharing is safe because nothing
+// equal maps are megabytes of its heap (README, GitSync benchmarks). Sharing is safe because nothing
 // changes a declaration's labels in place: SetOwner replaces the map, and
 // the applier writes deep copies.
 func SetOwner(decls []declarations.Declaration, owner string) {
@@ -99,11 +99,11 @@ func (a *Applier) WithHealthCache(cache client.Reader) *Applier {
 
 // concurrency is how many objects are dry-run or applied at once: one
 // request at a time leaves a sync of thousands of objects waiting on round
-// trips, not on the API server. On the 2-core test cluster 10,000
-// declarations converged in 72 s at 16, 49 s at 32, 51 s at 48 and 55 s at
-// 96: the API server and etcd get more done per second with more requests
-// in flight, up to where the rest only queue in the API server's priority
-// and fairness.
+// trips, not on the API server. The API server and etcd get more done per
+// second with more requests in flight, up to where the rest only queue in
+// the API server's priority and fairness: on the 2-core test cluster 32
+// converged 10,000 declarations fastest of 16, 32, 48 and 96 (make
+// bench-gitops; the figures are in the README's GitSync benchmarks).
 const concurrency = 32
 
 // Validate dry-runs every declaration through the API server, so schema,

@@ -53,17 +53,16 @@ func (l Live) Record(changes []Change) {
 
 // listPage is how many objects one list request returns: a sync of
 // thousands of objects never holds more than one page of raw response.
-// A page of 100 peaked 8 MiB lower but made the no-op resync of 10,000
-// objects 0.5 s slower, 100 lists instead of 20 (make bench-gitops, one
-// run each).
+// A page of 100 saved little memory and made the no-op resync of 10,000
+// objects slower, with five times the lists (make bench-gitops).
 const listPage = 500
 
 // ListLive lists the metadata of the declared objects straight from the
 // API server (the applier's client reads no cache), so what it returns
 // includes changes made a moment ago: a sync decides on it what to
 // validate. Metadata alone come as protobuf, without spec, status or
-// JSON: 10,000 templates list in 0.5–0.8 s, against 2.7–3.6 s for the
-// whole objects as JSON (one session, three runs each). When the
+// JSON: a list of 10,000 templates takes a fraction of the time the whole
+// objects take as JSON (README, GitSync benchmarks). When the
 // declarations carry a GitSync's ownership label (SetOwner), only objects
 // with that label are listed: a GitSync of a few objects does not read
 // the thousands another one applied. A declared object without the label

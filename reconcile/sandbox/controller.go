@@ -132,10 +132,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // ConcurrentReconciles is how many sandboxes are reconciled at once: claims
-// must not queue behind each other. With 20 clients claiming at once, 16
-// left four claims waiting for a worker (p99 419–655 ms in make bench);
-// with 64 none waits, and the p99 (235–501 ms over seven runs) follows the
-// API server's own floor for the claim's writes (bench/floor).
+// must not queue behind each other. With 20 clients claiming at once (make
+// bench), 16 workers left claims waiting for a worker and a p99 above the
+// API server's floor for the claim's writes (bench/floor); at 64 none waits
+// and the p99 follows the floor (README, Claim latency).
 const ConcurrentReconciles = 64
 
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=sandboxes,verbs=get;list;watch;delete
