@@ -66,6 +66,29 @@ const (
 	// AnnotationPrune set to "disabled" keeps an object a GitSync applied when
 	// a later revision no longer declares it.
 	AnnotationPrune = "agentsandbox.dev/prune"
+	// LabelGitSync names the GitSync (or `agentsandbox sync --once --name`)
+	// that last applied an object. Prune deletes only objects carrying its
+	// own name, so an object moved from one GitSync's repository to
+	// another's is not deleted by the first: both share the field manager,
+	// and the inventory alone cannot tell.
+	LabelGitSync = "agentsandbox.dev/gitsync"
+	// AnnotationChangedBy is stamped on every Sandbox create and update by
+	// the shipped MutatingAdmissionPolicy with the requesting identity, so
+	// events can name who asked for a transition.
+	AnnotationChangedBy = "agentsandbox.dev/changed-by"
+	// AnnotationOwner keeps the full owner identity on a sandbox's
+	// namespace; LabelOwner holds a label-safe form of it.
+	AnnotationOwner = "agentsandbox.dev/owner"
+	// AnnotationClaimedAt records on a claimed member when the claim
+	// happened, written by the claim itself at no extra cost.
+	AnnotationClaimedAt = "agentsandbox.dev/claimed-at"
+	// AnnotationOwnedTaints records, on a node, the taints (key and effect) that
+	// its pool put there. It is written in the same request as the taints, so the
+	// record can never disagree with the node: a taint dropped from the pool's
+	// spec, or every taint of a node that leaves the pool, is removed by reading
+	// it, while taints an administrator or the node lifecycle controller set are
+	// never touched.
+	AnnotationOwnedTaints = "agentsandbox.dev/node-pool-taints"
 )
 
 // Values of LabelMember.

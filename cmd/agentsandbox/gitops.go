@@ -212,7 +212,7 @@ func (f pruneFlags) resolve(ctx context.Context, a *applier.Applier, decls []dec
 		err := a.Client().Get(ctx, client.ObjectKey{Name: f.name}, &v1.GitSync{})
 		switch {
 		case err == nil:
-			return pruneScope{}, fmt.Errorf("--name %s: a GitSync of that name is on the cluster, and its objects are labelled %s=%s too; choose another name", f.name, applier.LabelGitSync, f.name)
+			return pruneScope{}, fmt.Errorf("--name %s: a GitSync of that name is on the cluster, and its objects are labelled %s=%s too; choose another name", f.name, v1.LabelGitSync, f.name)
 		case !apierrors.IsNotFound(err):
 			return pruneScope{}, fmt.Errorf("--name %s: failed to check for a GitSync of that name: %w", f.name, err)
 		}
@@ -221,7 +221,7 @@ func (f pruneFlags) resolve(ctx context.Context, a *applier.Applier, decls []dec
 			return pruneScope{}, err
 		}
 		applier.SetOwner(decls, f.name)
-		return pruneScope{owner: f.name, previous: previous, why: "labelled " + applier.LabelGitSync + "=" + f.name + ", no longer declared"}, nil
+		return pruneScope{owner: f.name, previous: previous, why: "labelled " + v1.LabelGitSync + "=" + f.name + ", no longer declared"}, nil
 	}
 	return pruneScope{}, nil
 }

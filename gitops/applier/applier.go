@@ -35,13 +35,6 @@ const FieldManager = "agentsandbox-gitsync"
 // PruneDisabled is the value of v1.AnnotationPrune that keeps an object.
 const PruneDisabled = "disabled"
 
-// LabelGitSync names the GitSync (or `agentsandbox sync --once --name`) that
-// last applied an object. Prune deletes only objects carrying its own name,
-// so an object moved from one GitSync's repository to another's is not
-// deleted by the first: both share the field manager, and the inventory
-// alone cannot tell.
-const LabelGitSync = "agentsandbox.dev/gitsync"
-
 // SetOwner labels every declaration as applied by the GitSync named owner.
 // Declarations without labels of their own share one map of labels: a
 // GitSync keeps its revision's declarations between syncs, and 10,000
@@ -49,7 +42,7 @@ const LabelGitSync = "agentsandbox.dev/gitsync"
 // changes a declaration's labels in place: SetOwner replaces the map, and
 // the applier writes deep copies.
 func SetOwner(decls []declarations.Declaration, owner string) {
-	shared := map[string]any{LabelGitSync: owner}
+	shared := map[string]any{v1.LabelGitSync: owner}
 	for _, d := range decls {
 		labels := d.Object.GetLabels()
 		meta, ok := d.Object.Object["metadata"].(map[string]any)
@@ -60,7 +53,7 @@ func SetOwner(decls []declarations.Declaration, owner string) {
 		if labels == nil {
 			labels = map[string]string{}
 		}
-		labels[LabelGitSync] = owner
+		labels[v1.LabelGitSync] = owner
 		d.Object.SetLabels(labels)
 	}
 }
@@ -388,7 +381,7 @@ func (a *Applier) WouldPrune(ctx context.Context, previous, current []v1.Invento
 func pruneOptions(owner string) ssa.DeleteOptions {
 	opts := ssa.DefaultDeleteOptions()
 	opts.Exclusions = map[string]string{v1.AnnotationPrune: PruneDisabled}
-	opts.Inclusions = map[string]string{LabelGitSync: owner}
+	opts.Inclusions = map[string]string{v1.LabelGitSync: owner}
 	return opts
 }
 
@@ -435,8 +428,8 @@ func (a *Applier) Labelled(ctx context.Context, owner string) ([]v1.InventoryEnt
 		for _, kind := range stage {
 			list := &unstructured.UnstructuredList{}
 			list.SetGroupVersionKind(v1.GroupVersion.WithKind(kind + "List"))
-			if err := a.client.List(ctx, list, client.MatchingLabels{LabelGitSync: owner}); err != nil {
-				return nil, fmt.Errorf("failed to list %s labelled %s=%s: %w", kind, LabelGitSync, owner, err)
+			if err := a.client.List(ctx, list, client.MatchingLabels{v1.LabelGitSync: owner}); err != nil {
+				return nil, fmt.Errorf("failed to list %s labelled %s=%s: %w", kind, v1.LabelGitSync, owner, err)
 			}
 			for i := range list.Items {
 				out = append(out, v1.InventoryEntry{ID: declarations.ID(&list.Items[i]), Version: v1.GroupVersion.Version})

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"slices"
 	"strings"
 
@@ -76,7 +77,7 @@ func (a *Applier) listContents(ctx context.Context, decls []declarations.Declara
 }
 
 func newLiveContent(obj *unstructured.Unstructured, full bool) *liveContent {
-	c := &liveContent{generation: obj.GetGeneration(), digest: contentDigest(obj), owner: obj.GetLabels()[LabelGitSync]}
+	c := &liveContent{generation: obj.GetGeneration(), digest: contentDigest(obj), owner: obj.GetLabels()[v1.LabelGitSync]}
 	if full {
 		obj.SetManagedFields(nil)
 		c.full = obj
@@ -89,7 +90,7 @@ func newLiveContent(obj *unstructured.Unstructured, full bool) *liveContent {
 // everything but metadata and status.
 func decide(d declarations.Declaration, live *liveContent, merged *unstructured.Unstructured) Change {
 	c := Change{Declaration: d, Action: ssa.ConfiguredAction}
-	if owner := d.Object.GetLabels()[LabelGitSync]; owner != "" && merged.GetResourceVersion() != "" {
+	if owner := d.Object.GetLabels()[v1.LabelGitSync]; owner != "" && merged.GetResourceVersion() != "" {
 		// The listing had only owner's objects (or had it not labelled).
 		c.Adopted = live == nil || live.owner != owner
 	}

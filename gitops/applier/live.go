@@ -3,6 +3,7 @@ package applier
 import (
 	"context"
 	"fmt"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -112,7 +113,7 @@ func hasAll(have map[string]string, decl *unstructured.Unstructured, field strin
 // common ownership label when labelled and they all carry the same.
 func listOptions(decls []declarations.Declaration, labelled bool) []client.ListOption {
 	if owner, ok := commonOwner(decls); ok && labelled {
-		return []client.ListOption{client.MatchingLabels{LabelGitSync: owner}}
+		return []client.ListOption{client.MatchingLabels{v1.LabelGitSync: owner}}
 	}
 	return nil
 }
@@ -123,9 +124,9 @@ func commonOwner(decls []declarations.Declaration) (string, bool) {
 	if len(decls) == 0 {
 		return "", false
 	}
-	owner, ok := decls[0].Object.GetLabels()[LabelGitSync]
+	owner, ok := decls[0].Object.GetLabels()[v1.LabelGitSync]
 	for _, d := range decls[1:] {
-		if !ok || d.Object.GetLabels()[LabelGitSync] != owner {
+		if !ok || d.Object.GetLabels()[v1.LabelGitSync] != owner {
 			return "", false
 		}
 	}

@@ -1,6 +1,7 @@
 package applier
 
 import (
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,7 +19,7 @@ func TestSetOwner(t *testing.T) {
 	decls := []declarations.Declaration{{Object: plain}, {Object: other}, {Object: labelled}}
 	SetOwner(decls, "one")
 	for _, d := range decls {
-		if got := d.Object.GetLabels()[LabelGitSync]; got != "one" {
+		if got := d.Object.GetLabels()[v1.LabelGitSync]; got != "one" {
 			t.Errorf("%s: owner label %q", d.Object.GetName(), got)
 		}
 	}
@@ -27,17 +28,17 @@ func TestSetOwner(t *testing.T) {
 	}
 
 	applied := plain.DeepCopy()
-	applied.SetLabels(map[string]string{LabelGitSync: "one", "added": "x"})
-	unstructured.RemoveNestedField(applied.Object, "metadata", "labels", LabelGitSync)
-	if got := other.GetLabels(); len(got) != 1 || got[LabelGitSync] != "one" {
+	applied.SetLabels(map[string]string{v1.LabelGitSync: "one", "added": "x"})
+	unstructured.RemoveNestedField(applied.Object, "metadata", "labels", v1.LabelGitSync)
+	if got := other.GetLabels(); len(got) != 1 || got[v1.LabelGitSync] != "one" {
 		t.Errorf("a copy's change reached another declaration: %v", got)
 	}
 
 	SetOwner(decls[:1], "two")
-	if got := other.GetLabels()[LabelGitSync]; got != "one" {
+	if got := other.GetLabels()[v1.LabelGitSync]; got != "one" {
 		t.Errorf("relabelling one declaration relabelled another: %q", got)
 	}
-	if got := plain.GetLabels()[LabelGitSync]; got != "two" {
+	if got := plain.GetLabels()[v1.LabelGitSync]; got != "two" {
 		t.Errorf("relabelled: %q", got)
 	}
 }

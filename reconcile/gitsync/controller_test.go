@@ -103,7 +103,7 @@ func removeGitSync(t testing.TB, gs *v1.GitSync) {
 		// server's request timeout) with some left: a benchmark's
 		// 10,000 templates once left 350.
 		for range 5 {
-			if c.DeleteAllOf(ctx, u, client.MatchingLabels{applier.LabelGitSync: gs.Name}) == nil {
+			if c.DeleteAllOf(ctx, u, client.MatchingLabels{v1.LabelGitSync: gs.Name}) == nil {
 				break
 			}
 		}
@@ -839,7 +839,7 @@ func TestObjectMovedToAnotherGitSync(t *testing.T) {
 	second.Commit("main", map[string]string{"moved.yaml": poolYAML(moved, "")})
 	b := newGitSync(t, second.URL(), nil)
 	wantReady(t, sync(t, b), metav1.ConditionTrue, v1.ReasonReconciliationSucceeded)
-	if p, _ := getPool(t, moved); p == nil || p.Labels[applier.LabelGitSync] != b.Name {
+	if p, _ := getPool(t, moved); p == nil || p.Labels[v1.LabelGitSync] != b.Name {
 		t.Fatalf("moved pool not labelled with the second GitSync: %+v", p)
 	}
 

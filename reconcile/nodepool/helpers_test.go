@@ -195,8 +195,8 @@ func (e *env) nodeState(n *corev1.Node, what, label string, poolTaints []corev1.
 		if l := got.Labels[v1.LabelNodePool]; l != label {
 			return fmt.Errorf("label %s = %q, want %q", v1.LabelNodePool, l, label)
 		}
-		if _, recorded := got.Annotations[nodepool.AnnotationOwnedTaints]; recorded != (len(poolTaints) > 0) {
-			return fmt.Errorf("annotation %s present = %v, want %v", nodepool.AnnotationOwnedTaints, recorded, len(poolTaints) > 0)
+		if _, recorded := got.Annotations[v1.AnnotationOwnedTaints]; recorded != (len(poolTaints) > 0) {
+			return fmt.Errorf("annotation %s present = %v, want %v", v1.AnnotationOwnedTaints, recorded, len(poolTaints) > 0)
 		}
 		if want := append([]corev1.Taint{testTaint}, poolTaints...); !sameTaints(got.Spec.Taints, want) {
 			return fmt.Errorf("taints %v, want %v", got.Spec.Taints, want)

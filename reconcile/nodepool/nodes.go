@@ -20,14 +20,6 @@ import (
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
-// AnnotationOwnedTaints records, on a node, the taints (key and effect) that
-// its pool put there. It is written in the same request as the taints, so the
-// record can never disagree with the node: a taint dropped from the pool's
-// spec, or every taint of a node that leaves the pool, is removed by reading
-// it, while taints an administrator or the node lifecycle controller set are
-// never touched.
-const AnnotationOwnedTaints = "agentsandbox.dev/node-pool-taints"
-
 // taintKey identifies a taint: a node holds at most one taint per key and
 // effect.
 type taintKey struct {
@@ -138,12 +130,12 @@ func changed(before, after *corev1.Node) bool {
 		!equality.Semantic.DeepEqual(before.Spec.Taints, after.Spec.Taints)
 }
 
-// ownedTaints reads the record of AnnotationOwnedTaints. A record that does not
+// ownedTaints reads the record of v1.AnnotationOwnedTaints. A record that does not
 // parse (edited by hand) owns nothing: leaving a taint behind is safer than
 // removing one the pool did not set.
 func ownedTaints(node *corev1.Node) map[taintKey]bool {
 	var keys []taintKey
-	_ = json.Unmarshal([]byte(node.Annotations[AnnotationOwnedTaints]), &keys)
+	_ = json.Unmarshal([]byte(node.Annotations[v1.AnnotationOwnedTaints]), &keys)
 	owned := make(map[taintKey]bool, len(keys))
 	for _, k := range keys {
 		owned[k] = true
@@ -155,7 +147,7 @@ func ownedTaints(node *corev1.Node) map[taintKey]bool {
 // not a change), or removes it when the pool owns no taint.
 func setOwnedTaints(node *corev1.Node, owned map[taintKey]bool) {
 	if len(owned) == 0 {
-		delete(node.Annotations, AnnotationOwnedTaints)
+		delete(node.Annotations, v1.AnnotationOwnedTaints)
 		return
 	}
 	keys := make([]taintKey, 0, len(owned))
@@ -172,7 +164,7 @@ func setOwnedTaints(node *corev1.Node, owned map[taintKey]bool) {
 	if node.Annotations == nil {
 		node.Annotations = map[string]string{}
 	}
-	node.Annotations[AnnotationOwnedTaints] = string(b)
+	node.Annotations[v1.AnnotationOwnedTaints] = string(b)
 }
 
 // nodeChangedPredicate lets through the node events that can change a

@@ -31,7 +31,7 @@ func node(labels, annotations map[string]string, taints ...corev1.Taint) *corev1
 func member(pool string, owned string, taints ...corev1.Taint) *corev1.Node {
 	annotations := map[string]string{}
 	if owned != "" {
-		annotations[AnnotationOwnedTaints] = owned
+		annotations[v1.AnnotationOwnedTaints] = owned
 	}
 	return node(map[string]string{"group": "g", v1.LabelNodePool: pool}, annotations, taints...)
 }

@@ -35,12 +35,6 @@ const (
 	// NamespacePrefix makes sandbox namespaces recognisable and keeps a
 	// sandbox named "kube-system" from claiming that namespace.
 	NamespacePrefix = "sandbox-"
-	// AnnotationOwner keeps the full owner identity on the namespace; the
-	// owner label holds a label-safe form of it.
-	AnnotationOwner = "agentsandbox.dev/owner"
-	// AnnotationClaimedAt records on a claimed member when the claim
-	// happened, written by the claim itself at no extra cost.
-	AnnotationClaimedAt = "agentsandbox.dev/claimed-at"
 )
 
 // NamespaceName is the namespace a sandbox runs in.
@@ -126,7 +120,7 @@ func (b blueprint) namespaceObject() *corev1.Namespace {
 		Name: b.namespace, Labels: l, OwnerReferences: []metav1.OwnerReference{b.controller},
 	}}
 	if b.owner != "" {
-		ns.Annotations = map[string]string{AnnotationOwner: b.owner}
+		ns.Annotations = map[string]string{v1.AnnotationOwner: b.owner}
 	}
 	return ns
 }

@@ -113,7 +113,7 @@ func TestRecoverLaunch(t *testing.T) {
 	claimedAt := "2026-11-29T18:00:00.5Z"
 	warm := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Labels:      map[string]string{v1.LabelMember: v1.MemberClaimed},
-		Annotations: map[string]string{AnnotationClaimedAt: claimedAt},
+		Annotations: map[string]string{v1.AnnotationClaimedAt: claimedAt},
 	}}
 	sbx := &v1.Sandbox{}
 	recoverLaunch(sbx, warm)

@@ -139,8 +139,8 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 			claimed.Annotations = map[string]string{}
 		}
 		now := metav1.NewTime(time.Now())
-		claimed.Annotations[AnnotationOwner] = sbx.Spec.Owner
-		claimed.Annotations[AnnotationClaimedAt] = now.UTC().Format(time.RFC3339Nano)
+		claimed.Annotations[v1.AnnotationOwner] = sbx.Spec.Owner
+		claimed.Annotations[v1.AnnotationClaimedAt] = now.UTC().Format(time.RFC3339Nano)
 		claimed.OwnerReferences = []metav1.OwnerReference{controllerRef(v1.KindSandbox, sbx)}
 		err := r.Update(ctx, claimed)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
@@ -199,7 +199,7 @@ func recoverLaunch(sbx *v1.Sandbox, ns *corev1.Namespace) {
 	}
 	if ns.Labels[v1.LabelMember] == v1.MemberClaimed {
 		sbx.Status.LaunchType = v1.LaunchWarm
-		if at, err := time.Parse(time.RFC3339Nano, ns.Annotations[AnnotationClaimedAt]); err == nil {
+		if at, err := time.Parse(time.RFC3339Nano, ns.Annotations[v1.AnnotationClaimedAt]); err == nil {
 			sbx.Status.ClaimedAt = &metav1.Time{Time: at}
 		}
 		return

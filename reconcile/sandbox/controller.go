@@ -36,11 +36,6 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/index"
 )
 
-// AnnotationChangedBy is stamped on every Sandbox create and update by the
-// shipped MutatingAdmissionPolicy with the requesting identity, so events
-// can name who asked for a transition.
-const AnnotationChangedBy = "agentsandbox.dev/changed-by"
-
 // settlingRetry is how soon a pod refused because its namespace is too new
 // is tried again: the controller manager completes a namespace moments
 // after it is created.
@@ -517,7 +512,7 @@ func (r *Reconciler) recordTransition(before, after *v1.Sandbox) {
 	if before.Status.Phase == "" && after.Status.Phase == v1.SandboxPhaseRunning && after.Status.LaunchType == v1.LaunchWarm {
 		return
 	}
-	by := after.Annotations[AnnotationChangedBy]
+	by := after.Annotations[v1.AnnotationChangedBy]
 	if by == "" {
 		by = after.Spec.Owner
 	}

@@ -110,7 +110,7 @@ func assertIsolated(t *testing.T, c client.Client, sbx *v1.Sandbox) {
 	if ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
 		t.Errorf("namespace %s is not enforced restricted: %v", nsName, ns.Labels)
 	}
-	if ns.Labels[v1.LabelSandbox] != sbx.Name || ns.Annotations[sandbox.AnnotationOwner] != sbx.Spec.Owner {
+	if ns.Labels[v1.LabelSandbox] != sbx.Name || ns.Annotations[v1.AnnotationOwner] != sbx.Spec.Owner {
 		t.Errorf("namespace %s labels %v annotations %v do not name sandbox and owner", nsName, ns.Labels, ns.Annotations)
 	}
 	if ref := metav1.GetControllerOf(ns); ref == nil || ref.UID != sbx.UID {
