@@ -154,5 +154,6 @@ cat <<TEXT
   export KUBECONFIG=${KUBECONFIG}
   alias kubectl=$(tools/build.sh --print-bin kube)/kubectl
   bin/agentsandbox reconcile --leader-election-namespace ${namespace}   # run the reconciler again
+  bin/agentsandbox ui                                                   # the Sandboxes page: open http://127.0.0.1:8090/
   make cluster-down                                                     # stop the cluster (and the real node)
 TEXT

@@ -23,16 +23,29 @@ log() { printf '==> %s\n' "$*" >&2; }
 
 tools/build.sh
 
-# The SSH tests (TestSSH in cmd/agentsandbox) run Debian's OpenSSH client.
-if ! command -v ssh >/dev/null || ! command -v scp >/dev/null || ! command -v sftp >/dev/null; then
-	if [[ ${EUID} -eq 0 ]] && command -v apt-get >/dev/null; then
-		log "apt-get install openssh-client, for the SSH tests"
-		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-client >/dev/null
-	else
-		log "the SSH tests need ssh, scp and sftp, and will fail: install openssh-client"
-	fi
-fi
+# need_packages installs the Debian packages some tests drive, when one of
+# their commands is missing: need_packages WHAT PACKAGE COMMAND...
+need_packages() {
+	local what="$1" package="$2" cmd
+	shift 2
+	for cmd in "$@"; do
+		command -v "${cmd}" >/dev/null && continue
+		if [[ ${EUID} -eq 0 ]] && command -v apt-get >/dev/null; then
+			log "apt-get install ${package}, for ${what}"
+			apt-get update -qq
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${package}" >/dev/null
+		else
+			log "${what} need ${cmd}, and will fail: install ${package}"
+		fi
+		return
+	done
+}
+# TestSSH (cmd/agentsandbox) runs Debian's OpenSSH client; the Sandboxes
+# page's tests (webui) drive Debian's headless Chromium.
+need_packages "the SSH tests" openssh-client ssh scp sftp
+need_packages "the Sandboxes page tests" chromium chromium
+# The page embeds its terminal emulator, installed from npm.
+hack/web.sh
 
 log "checking generated files"
 make --no-print-directory verify-generate
@@ -110,13 +123,18 @@ longest=(./realnode ./provider ./cmd/agentsandbox)
 mapfile -t rest < <(go list ./... | grep -v -x -F "$(printf 'github.com/agentsandbox/terraform-provider-agentsandbox/%s\n' "${longest[@]#./}")")
 packages=("${longest[@]}" "${rest[@]}")
 report="$(mktemp -t agentsandbox-test-XXXXXX.json)"
+# Tests write what a person should be able to look at afterwards (the
+# Sandboxes page's screenshots) with t.ArtifactDir: kept here.
+artifacts="${root}/bin/test-artifacts"
+rm -rf "${artifacts}"
+mkdir -p "${artifacts}"
 gotestsum="$(tools/build.sh --print-bin gotestsum)/gotestsum"
 status=0
 # shellcheck disable=SC2086 # GO_TEST_FLAGS is a list of flags
-"${gotestsum}" --format standard-quiet --jsonfile "${report}" -- ${GO_TEST_FLAGS:--count=1 -p ${#clusters[@]} -parallel 8 -timeout 45m} "${packages[@]}" || status=$?
+"${gotestsum}" --format standard-quiet --jsonfile "${report}" -- ${GO_TEST_FLAGS:--count=1 -p ${#clusters[@]} -parallel 8 -timeout 45m -artifacts -outputdir ${artifacts}} "${packages[@]}" || status=$?
 log "the 20 slowest tests (all events: ${report})"
 "${gotestsum}" tool slowest --jsonfile "${report}" --num 20 >&2 || true
 [[ ${status} -eq 0 ]] || exit "${status}"
 log "fuzzing the GitSync declaration decoder for ${FUZZTIME:=30s}"
 make --no-print-directory fuzz FUZZTIME="${FUZZTIME}"
-log "all tests passed in $((SECONDS - start))s"
+log "all tests passed in $((SECONDS - start))s (the Sandboxes page's screenshots: find ${artifacts#"${root}/"} -name '*.png')"

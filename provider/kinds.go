@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/config/crd"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/config"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/provider/crdschema"
 )
 
@@ -50,7 +50,7 @@ var kinds = []*kind{
 }
 
 var loadSchemas = sync.OnceValue(func() error {
-	crds, err := crd.All()
+	crds, err := config.CRDs()
 	if err != nil {
 		return err
 	}

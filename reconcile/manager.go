@@ -25,7 +25,7 @@ import (
 
 // LeaderElectionID is the name of the Lease the reconciler replicas compete
 // for; only the holder runs controllers.
-const LeaderElectionID = "agentsandbox-reconciler"
+const LeaderElectionID = v1.ReconcilerLease
 
 // ManagerOptions configures NewManager.
 type ManagerOptions struct {

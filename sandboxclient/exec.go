@@ -16,6 +16,11 @@ import (
 	"k8s.io/streaming/pkg/httpstream"
 )
 
+// LoginShell is the script an interactive session runs with sh -c (ssh
+// without a command, the Sandboxes page's terminal): the image's bash when
+// it has one, else sh, as a login shell.
+const LoginShell = `if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh -l; fi`
+
 // ExecOptions describe one command run in a sandbox.
 type ExecOptions struct {
 	// Command and its arguments; not run through a shell.

@@ -5,17 +5,11 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"sync"
 
 	"golang.org/x/crypto/ssh"
-	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
 )
-
-// loginShell is what an SSH session without a command runs: the image's
-// bash when it has one, else sh, as a login shell.
-const loginShell = `if command -v bash >/dev/null 2>&1; then exec bash -l; else exec sh -l; fi`
 
 // envName is a variable name a session may set (the "env" request, which
 // OpenSSH sends for SendEnv and SetEnv; LANG and LC_* by default on
@@ -32,7 +26,7 @@ type session struct {
 
 	env   []string
 	tty   bool
-	sizes *sizeQueue
+	sizes *sandboxclient.TerminalSizes
 
 	started bool
 	done    chan struct{}
@@ -58,8 +52,8 @@ func (s *session) serve(ctx context.Context, requests <-chan *ssh.Request) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.done = make(chan struct{})
-	s.sizes = newSizeQueue()
-	defer s.sizes.close()
+	s.sizes = sandboxclient.NewTerminalSizes()
+	defer s.sizes.Close()
 	for req := range requests {
 		ok := s.handle(ctx, req)
 		if req.WantReply {
@@ -85,14 +79,14 @@ func (s *session) handle(ctx context.Context, req *ssh.Request) bool {
 		if p.Term != "" {
 			s.env = append(s.env, "TERM="+p.Term)
 		}
-		s.sizes.push(p.Columns, p.Rows)
+		s.sizes.Push(p.Columns, p.Rows)
 		return true
 	case "window-change":
 		var w windowChange
 		if ssh.Unmarshal(req.Payload, &w) != nil {
 			return false
 		}
-		s.sizes.push(w.Columns, w.Rows)
+		s.sizes.Push(w.Columns, w.Rows)
 		return true
 	case "env":
 		var e envRequest
@@ -102,7 +96,7 @@ func (s *session) handle(ctx context.Context, req *ssh.Request) bool {
 		s.env = append(s.env, e.Name+"="+e.Value)
 		return true
 	case "shell":
-		return s.start(func() int { return s.run(ctx, loginShell) })
+		return s.start(func() int { return s.run(ctx, sandboxclient.LoginShell) })
 	case "exec":
 		var e execRequest
 		if ssh.Unmarshal(req.Payload, &e) != nil {
@@ -168,39 +162,3 @@ func (s *session) fail(err error) {
 	}
 	_, _ = io.WriteString(w, msg)
 }
-
-// sizeQueue is remotecommand.TerminalSizeQueue for the session's terminal:
-// the latest size not yet sent, replaced by a newer one.
-type sizeQueue struct {
-	sizes   chan remotecommand.TerminalSize
-	stopped chan struct{}
-	once    sync.Once
-}
-
-func newSizeQueue() *sizeQueue {
-	return &sizeQueue{sizes: make(chan remotecommand.TerminalSize, 1), stopped: make(chan struct{})}
-}
-
-func (q *sizeQueue) push(columns, rows uint32) {
-	size := remotecommand.TerminalSize{Width: uint16(min(columns, 0xffff)), Height: uint16(min(rows, 0xffff))}
-	select {
-	case <-q.sizes:
-	default:
-	}
-	select {
-	case q.sizes <- size:
-	default:
-	}
-}
-
-// Next returns the next size, nil once the session ended.
-func (q *sizeQueue) Next() *remotecommand.TerminalSize {
-	select {
-	case size := <-q.sizes:
-		return &size
-	case <-q.stopped:
-		return nil
-	}
-}
-
-func (q *sizeQueue) close() { q.once.Do(func() { close(q.stopped) }) }

@@ -66,17 +66,34 @@ func (f *clientFlags) args() []string {
 	return args
 }
 
-// config loads the kubeconfig as kubectl does: the file --kubeconfig names,
-// else $KUBECONFIG, else ~/.kube/config.
-func (f *clientFlags) config() (*rest.Config, error) {
-	if len(f.asGroups) > 0 && f.as == "" {
-		return nil, errors.New("--as-group needs --as: the API server impersonates groups only of an impersonated user")
-	}
+// loader reads the kubeconfig as kubectl does: the file --kubeconfig names,
+// else $KUBECONFIG, else ~/.kube/config, with --context and --as applied.
+func (f *clientFlags) loader() clientcmd.ClientConfig {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = f.kubeconfig
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: f.context}
 	overrides.AuthInfo.Impersonate, overrides.AuthInfo.ImpersonateGroups = f.as, f.asGroups
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
+}
+
+// contextName is the kubeconfig context the flags select, for display.
+func (f *clientFlags) contextName() string {
+	if f.context != "" {
+		return f.context
+	}
+	raw, err := f.loader().RawConfig()
+	if err != nil {
+		return ""
+	}
+	return raw.CurrentContext
+}
+
+// config loads the kubeconfig (loader) for a client.
+func (f *clientFlags) config() (*rest.Config, error) {
+	if len(f.asGroups) > 0 && f.as == "" {
+		return nil, errors.New("--as-group needs --as: the API server impersonates groups only of an impersonated user")
+	}
+	cfg, err := f.loader().ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("failed to load kubeconfig: %w", err)
 	}

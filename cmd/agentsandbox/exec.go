@@ -46,7 +46,7 @@ func (s *streamFlags) run(ctx context.Context, cmd *cobra.Command, c *sandboxcli
 			opts.TTY = false
 		} else {
 			defer t.restore()
-			opts.Resize = t
+			opts.Resize = t.sizes
 		}
 	}
 	return c.Exec(ctx, name, opts)

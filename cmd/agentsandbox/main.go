@@ -41,7 +41,7 @@ func newRootCommand() *cobra.Command {
 		newClaimCommand(), newListCommand(), newGetCommand(), newExecCommand(), newRunCommand(), newCpCommand(),
 		newPortForwardCommand(), newLogsCommand(), newStateCommand(v1alpha1.SandboxStopped),
 		newStateCommand(v1alpha1.SandboxRunning), newDeleteCommand(), newMCPCommand(),
-		newSSHProxyCommand(), newSSHConfigCommand())
+		newSSHProxyCommand(), newSSHConfigCommand(), newUICommand())
 	return root
 }
 

@@ -61,11 +61,10 @@ func newMCPCommand() *cobra.Command {
 // serveHTTP serves the MCP endpoint at /mcp on a loopback address only:
 // whoever reaches it acts with this process's Kubernetes identity.
 func serveHTTP(cmd *cobra.Command, server *mcp.Server, addr string) error {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return fmt.Errorf("--http %s: %w", addr, err)
 	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	if !isLoopback(addr) {
 		return fmt.Errorf("--http %s: only a loopback address (127.0.0.1, ::1, localhost) is served, "+
 			"as every caller acts with your Kubernetes identity", addr)
 	}

@@ -10,13 +10,14 @@ import (
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/version"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 )
 
 // defaultNamespace is where the reconciler runs when installed from config/;
 // a pod learns its own namespace from POD_NAMESPACE (downward API).
-const defaultNamespace = "agentsandbox-system"
+const defaultNamespace = v1.SystemNamespace
 
 func newReconcileCommand() *cobra.Command {
 	opts := reconcile.ManagerOptions{}

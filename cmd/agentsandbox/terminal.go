@@ -7,17 +7,18 @@ import (
 	"syscall"
 
 	"golang.org/x/term"
-	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
 )
 
 // terminal is the local terminal an interactive command (-it) uses: raw
 // while the command runs, and its size followed on SIGWINCH.
 type terminal struct {
-	fd      int
-	state   *term.State
-	sizes   chan remotecommand.TerminalSize
-	winch   chan os.Signal
-	stopped chan struct{}
+	fd    int
+	state *term.State
+	winch chan os.Signal
+	// sizes is the command's ExecOptions.Resize.
+	sizes *sandboxclient.TerminalSizes
 }
 
 // openTerminal puts stdin's terminal in raw mode; nil when stdin is not a
@@ -32,49 +33,28 @@ func openTerminal(stdin io.Reader) (*terminal, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &terminal{fd: fd, state: state, sizes: make(chan remotecommand.TerminalSize, 1),
-		winch: make(chan os.Signal, 1), stopped: make(chan struct{})}
+	t := &terminal{fd: fd, state: state, winch: make(chan os.Signal, 1), sizes: sandboxclient.NewTerminalSizes()}
 	t.push()
 	signal.Notify(t.winch, syscall.SIGWINCH)
 	go func() {
-		for {
-			select {
-			case <-t.winch:
-				t.push()
-			case <-t.stopped:
-				return
-			}
+		for range t.winch {
+			t.push()
 		}
 	}()
 	return t, nil
 }
 
-// push queues the current size, replacing one not yet sent.
+// push queues the terminal's current size.
 func (t *terminal) push() {
-	w, h, err := term.GetSize(t.fd)
-	if err != nil {
-		return
-	}
-	select {
-	case <-t.sizes:
-	default:
-	}
-	t.sizes <- remotecommand.TerminalSize{Width: uint16(w), Height: uint16(h)}
-}
-
-// Next is remotecommand.TerminalSizeQueue: the next size, nil when done.
-func (t *terminal) Next() *remotecommand.TerminalSize {
-	select {
-	case size := <-t.sizes:
-		return &size
-	case <-t.stopped:
-		return nil
+	if w, h, err := term.GetSize(t.fd); err == nil {
+		t.sizes.Push(uint32(w), uint32(h))
 	}
 }
 
 // restore leaves raw mode and stops following the size.
 func (t *terminal) restore() {
 	signal.Stop(t.winch)
-	close(t.stopped)
+	close(t.winch)
+	t.sizes.Close()
 	_ = term.Restore(t.fd, t.state)
 }

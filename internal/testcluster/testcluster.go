@@ -16,14 +16,10 @@
 package testcluster
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,13 +35,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
-	"github.com/agentsandbox/terraform-provider-agentsandbox/config/crd"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/config"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 )
 
@@ -203,29 +197,12 @@ func ReadManifests(file string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	var objs []*unstructured.Unstructured
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if errors.Is(err, io.EOF) {
-			return objs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
-	}
+	return config.ParseManifests(file, data)
 }
 
 // InstallCRDs applies the generated CRDs and waits until they are served.
 func InstallCRDs(ctx context.Context, c client.Client) error {
-	crds, err := crd.All()
+	crds, err := config.CRDs()
 	if err != nil {
 		return err
 	}

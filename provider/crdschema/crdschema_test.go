@@ -7,14 +7,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 
-	"github.com/agentsandbox/terraform-provider-agentsandbox/config/crd"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/config"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 )
 
 // kinds loads every CRD; a CEL rule without a plan-time check fails here.
 func kinds(t *testing.T) map[string]*Kind {
 	t.Helper()
-	crds, err := crd.All()
+	crds, err := config.CRDs()
 	if err != nil {
 		t.Fatal(err)
 	}

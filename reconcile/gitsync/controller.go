@@ -61,7 +61,7 @@ const healthInterval = 500 * time.Millisecond
 
 // DefaultSecretNamespace is where credentials Secrets live when the
 // reconciler's own namespace is not given by POD_NAMESPACE.
-const DefaultSecretNamespace = "agentsandbox-system"
+const DefaultSecretNamespace = v1.SystemNamespace
 
 // Reconciler reconciles GitSyncs.
 type Reconciler struct {

@@ -1,0 +1,199 @@
+package webui
+
+import (
+	"bytes"
+	"context"
+	"html/template"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+)
+
+// sectionIDs are the parts of the page that change with the cluster, each
+// a template of the same name and an element with that id; the events
+// stream sends one again when its HTML changed.
+var sectionIDs = []string{"install", "templates", "warmpools", "gitsyncs", "sandboxes", "choices"}
+
+// snapshot is what the page shows at one moment, read from the watch cache.
+type snapshot struct {
+	Context, Server, User, CSRF string
+	// Mine: the view shows the caller's own sandboxes only.
+	Mine     bool
+	Terminal bool
+
+	Install   []check
+	Templates []templateRow
+	WarmPools []warmPoolRow
+	GitSyncs  []gitSyncRow
+	Sandboxes []sandboxRow
+	// Access of each table's kind: why a table is empty when it may not
+	// be read.
+	TemplatesAccess, WarmPoolsAccess, GitSyncsAccess, SandboxesAccess access
+	// ReadyTemplates and ReadyPools are what a new sandbox may come from.
+	ReadyTemplates, Pools []string
+}
+
+// snapshot reads everything the page shows from the cache.
+func (s *Server) snapshot(ctx context.Context, mine bool) (*snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	snap := &snapshot{Context: s.opts.Context, Server: s.opts.Server, User: s.sdk.User(ctx), CSRF: s.csrf,
+		Mine: mine && s.sdk.User(ctx) != "", Terminal: s.terminal}
+
+	nodePools := &v1.NodePoolList{}
+	nodePoolAccess, err := s.hub.list(ctx, kindNodePools, nodePools)
+	if err != nil {
+		return nil, err
+	}
+	pools := map[string]*v1.NodePool{}
+	for i := range nodePools.Items {
+		pools[nodePools.Items[i].Name] = &nodePools.Items[i]
+	}
+	if snap.Install, err = s.installChecks(ctx, nodePools.Items, nodePoolAccess); err != nil {
+		return nil, err
+	}
+
+	templates := &v1.SandboxTemplateList{}
+	if snap.TemplatesAccess, err = s.hub.list(ctx, kindTemplates, templates); err != nil {
+		return nil, err
+	}
+	for i := range templates.Items {
+		row := newTemplateRow(&templates.Items[i], pools)
+		snap.Templates = append(snap.Templates, row)
+		if row.Ready.Ready {
+			snap.ReadyTemplates = append(snap.ReadyTemplates, row.Name)
+		}
+	}
+
+	warmPools := &v1.WarmPoolList{}
+	if snap.WarmPoolsAccess, err = s.hub.list(ctx, kindWarmPools, warmPools); err != nil {
+		return nil, err
+	}
+	for i := range warmPools.Items {
+		snap.WarmPools = append(snap.WarmPools, newWarmPoolRow(&warmPools.Items[i]))
+		snap.Pools = append(snap.Pools, warmPools.Items[i].Name)
+	}
+
+	gitSyncs := &v1.GitSyncList{}
+	if snap.GitSyncsAccess, err = s.hub.list(ctx, kindGitSyncs, gitSyncs); err != nil {
+		return nil, err
+	}
+	for i := range gitSyncs.Items {
+		snap.GitSyncs = append(snap.GitSyncs, newGitSyncRow(&gitSyncs.Items[i]))
+	}
+
+	sandboxes := &v1.SandboxList{}
+	if snap.SandboxesAccess, err = s.hub.list(ctx, kindSandboxes, sandboxes); err != nil {
+		return nil, err
+	}
+	snap.Sandboxes = sandboxRows(sandboxes.Items, snap.User, snap.Mine)
+	return snap, nil
+}
+
+// installChecks is the installation's status: the CRDs and admission
+// policies this binary expects, the reconciler, and the node pools.
+func (s *Server) installChecks(ctx context.Context, nodePools []v1.NodePool, nodePoolAccess access) ([]check, error) {
+	crds := &apiextensionsv1.CustomResourceDefinitionList{}
+	crdAccess, err := s.hub.list(ctx, kindCRDs, crds)
+	if err != nil {
+		return nil, err
+	}
+	checks := crdChecks(s.crds, crds.Items, crdAccess)
+	for _, gvk := range admissionKinds {
+		list := metadataList(gvk)
+		a, err := s.hub.list(ctx, gvk.Kind, list)
+		if err != nil {
+			return nil, err
+		}
+		installed := map[string]bool{}
+		for _, item := range list.Items {
+			installed[item.Name] = true
+		}
+		checks = append(checks, policyChecks(s.policies, gvk.Kind, installed, a)...)
+	}
+	leases := &coordinationv1.LeaseList{}
+	leaseAccess, err := s.hub.list(ctx, kindLease, leases)
+	if err != nil {
+		return nil, err
+	}
+	var lease *coordinationv1.Lease
+	if len(leases.Items) > 0 {
+		lease = &leases.Items[0]
+	}
+	checks = append(checks, leaseCheck(lease, leaseAccess, time.Now()))
+	checks = append(checks, nodePoolChecks(nodePools, nodePoolAccess)...)
+	return checks, nil
+}
+
+// section is a rendered part of the page.
+type section struct {
+	ID   string `json:"id"`
+	HTML string `json:"html"`
+}
+
+// sections renders every part of the page that follows the cluster.
+func (s *Server) sections(snap *snapshot) ([]section, error) {
+	out := make([]section, 0, len(sectionIDs))
+	for _, id := range sectionIDs {
+		var buf bytes.Buffer
+		if err := s.pages.ExecuteTemplate(&buf, id, snap); err != nil {
+			return nil, err
+		}
+		out = append(out, section{ID: id, HTML: buf.String()})
+	}
+	return out, nil
+}
+
+// page serves the whole page; ?view=all shows everyone's sandboxes.
+func (s *Server) page(w http.ResponseWriter, r *http.Request) {
+	snap, err := s.snapshot(r.Context(), r.URL.Query().Get("view") != "all")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	var buf bytes.Buffer
+	if err := s.pages.ExecuteTemplate(&buf, "page", snap); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(buf.Bytes())
+}
+
+// templateFuncs are the helpers the templates use.
+var templateFuncs = template.FuncMap{
+	// datetime is the machine-readable form of a time; the page's script
+	// shows it relative to now ("3m ago", "in 2h").
+	"datetime": func(t any) string {
+		switch t := t.(type) {
+		case metav1.Time:
+			return exact(t.Time)
+		case *metav1.Time:
+			if t == nil {
+				return ""
+			}
+			return exact(t.Time)
+		case *time.Time:
+			if t == nil {
+				return ""
+			}
+			return exact(*t)
+		}
+		return ""
+	},
+	"percent": func(n, of int32) int32 {
+		if of <= 0 {
+			return 100
+		}
+		return min(100, n*100/of)
+	},
+	"lower": strings.ToLower,
+	"has":   func(list []string, s string) bool { return slices.Contains(list, s) },
+}

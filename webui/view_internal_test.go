@@ -1,0 +1,191 @@
+package webui
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/config"
+)
+
+func TestLeaseCheck(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	lease := func(holder string, renewedAgo time.Duration) *coordinationv1.Lease {
+		return &coordinationv1.Lease{Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder),
+			LeaseDurationSeconds: ptr.To[int32](15), RenewTime: &metav1.MicroTime{Time: now.Add(-renewedAgo)}}}
+	}
+	watching := access{Watching: true}
+	for name, tc := range map[string]struct {
+		lease  *coordinationv1.Lease
+		seen   access
+		health string
+		detail string
+	}{
+		"renewing":           {lease("pod-a", 2*time.Second), watching, healthOK, "running: pod-a leads"},
+		"stopped renewing":   {lease("pod-a", 40*time.Second), watching, healthBad, "not renewing: pod-a held the lead"},
+		"released":           {lease("", time.Minute), watching, healthBad, "stopped: the last reconciler released the lead"},
+		"never ran":          {nil, watching, healthBad, "no reconciler has run"},
+		"may not read Lease": {nil, access{Err: "leases is forbidden"}, healthUnknown, "hidden from you: leases is forbidden"},
+	} {
+		c := leaseCheck(tc.lease, tc.seen, now)
+		if c.Health != tc.health || !strings.HasPrefix(c.Detail, tc.detail) {
+			t.Errorf("%s: %s %q, want %s %q", name, c.Health, c.Detail, tc.health, tc.detail)
+		}
+		if c.Health == healthOK && c.When != nil {
+			t.Errorf("%s: a healthy line carries the renew time, so it changes (and is sent) on every renewal", name)
+		}
+	}
+}
+
+func TestCRDChecks(t *testing.T) {
+	want, err := config.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	installed := func(mutate func(*apiextensionsv1.CustomResourceDefinition)) []apiextensionsv1.CustomResourceDefinition {
+		var have []apiextensionsv1.CustomResourceDefinition
+		for _, c := range want {
+			c = c.DeepCopy()
+			if mutate != nil {
+				mutate(c)
+			}
+			have = append(have, *c)
+		}
+		return have
+	}
+	first := want[0].Name
+	for name, tc := range map[string]struct {
+		have   []apiextensionsv1.CustomResourceDefinition
+		seen   access
+		health string
+		detail string
+	}{
+		"current": {installed(nil), access{Watching: true}, healthOK, "installed, v1alpha1 as this binary expects"},
+		"missing": {installed(nil)[1:], access{Watching: true}, healthBad, "not installed"},
+		"another release": {installed(func(c *apiextensionsv1.CustomResourceDefinition) {
+			c.Spec.Versions[0].Schema.OpenAPIV3Schema.Description = "older"
+		}), access{Watching: true}, healthBad, "installed, but its v1alpha1 schema is not the one this binary was built with"},
+		"not served": {installed(func(c *apiextensionsv1.CustomResourceDefinition) { c.Spec.Versions[0].Served = false }),
+			access{Watching: true}, healthBad, "installed, but v1alpha1 is not served"},
+	} {
+		checks := crdChecks(want, tc.have, tc.seen)
+		if len(checks) != len(want) || checks[0].Part != "CRD "+first {
+			t.Fatalf("%s: %d checks, first %q; want one per CRD, %s first", name, len(checks), checks[0].Part, first)
+		}
+		if c := checks[0]; c.Health != tc.health || c.Detail != tc.detail {
+			t.Errorf("%s: %s %q, want %s %q", name, c.Health, c.Detail, tc.health, tc.detail)
+		}
+		if checks[0].Health == healthBad && !strings.Contains(checks[0].Fix, installCommand) {
+			t.Errorf("%s: fix %q does not say how to install", name, checks[0].Fix)
+		}
+	}
+}
+
+func TestHiddenPartsAreOneLineEach(t *testing.T) {
+	want, err := config.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden := access{Err: "customresourcedefinitions is forbidden"}
+	if diff := cmp.Diff([]check{{Part: "CRDs", Health: healthUnknown, Detail: "hidden from you: customresourcedefinitions is forbidden"}},
+		crdChecks(want, nil, hidden)); diff != "" {
+		t.Errorf("CRDs hidden (-want +got):\n%s", diff)
+	}
+	policies, err := config.Admission()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := policyChecks(policies, "ValidatingAdmissionPolicy", nil, hidden); len(got) != 1 || got[0].Part != "ValidatingAdmissionPolicies" {
+		t.Errorf("policies hidden: %+v", got)
+	}
+	if got := policyChecks(policies, "ValidatingAdmissionPolicy", nil, access{Watching: true}); len(got) != 1 || got[0].Health != healthBad || got[0].Fix != installCommand {
+		t.Errorf("policy missing: %+v", got)
+	}
+}
+
+func TestEgressSummary(t *testing.T) {
+	for want, n := range map[string]v1.Network{
+		"DNS only": {},
+		"none":     {ClusterDNS: ptr.To(false)},
+		"0.0.0.0/0 except 10.0.0.0/8 port 443; 192.0.2.0/24 port 8000-8080": {Egress: []v1.EgressRule{
+			{CIDR: "0.0.0.0/0", Except: []string{"10.0.0.0/8"}, Ports: []v1.NetworkPort{{Port: 443}}},
+			{CIDR: "192.0.2.0/24", Ports: []v1.NetworkPort{{Port: 8000, EndPort: ptr.To[int32](8080)}}},
+		}},
+	} {
+		if got := egressSummary(n); got != want {
+			t.Errorf("egressSummary: %q, want %q", got, want)
+		}
+	}
+}
+
+func TestNewSandboxForm(t *testing.T) {
+	for form, want := range map[newSandbox]string{
+		{From: "pool/warm"}:                       "",
+		{From: "template/py", Lifetime: "1h30m"}:  "",
+		{From: ""}:                                `from "": choose a template or a warm pool`,
+		{From: "image/python"}:                    `from "image/python": choose a template or a warm pool`,
+		{From: "pool/warm", Lifetime: "tomorrow"}: `lifetime "tomorrow": not a positive duration`,
+		{From: "template/py", Lifetime: "-1h"}:    `lifetime "-1h": not a positive duration`,
+	} {
+		opts, err := form.claimOptions()
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%+v: %v", form, err)
+		case want != "" && (err == nil || !strings.HasPrefix(err.Error(), want)):
+			t.Errorf("%+v: %v, want %q", form, err, want)
+		}
+		if want == "" && form.Lifetime == "1h30m" && opts.TTL != 90*time.Minute {
+			t.Errorf("lifetime 1h30m became %v", opts.TTL)
+		}
+	}
+}
+
+func TestSandboxRowsMineNewestFirst(t *testing.T) {
+	at := func(min int) metav1.Time { return metav1.NewTime(time.Date(2026, 12, 2, 12, min, 0, 0, time.UTC)) }
+	sandbox := func(name, owner string, created metav1.Time) v1.Sandbox {
+		return v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: created}, Spec: v1.SandboxSpec{Owner: owner,
+			TemplateRef: &v1.LocalObjectReference{Name: "py"}}}
+	}
+	items := []v1.Sandbox{sandbox("a", "alice", at(1)), sandbox("b", "bob", at(2)), sandbox("c", "alice", at(3))}
+	names := func(rows []sandboxRow) []string {
+		var out []string
+		for _, r := range rows {
+			out = append(out, r.Name)
+		}
+		return out
+	}
+	if diff := cmp.Diff([]string{"c", "a"}, names(sandboxRows(items, "alice", true))); diff != "" {
+		t.Errorf("mine (-want +got):\n%s", diff)
+	}
+	all := sandboxRows(items, "alice", false)
+	if diff := cmp.Diff([]string{"c", "b", "a"}, names(all)); diff != "" {
+		t.Errorf("all (-want +got):\n%s", diff)
+	}
+	if all[1].Mine || !all[0].Mine || all[0].Phase != "Requested" || all[0].From != "template py" {
+		t.Errorf("rows: %+v", all)
+	}
+}
+
+func TestChangesState(t *testing.T) {
+	for req, want := range map[[2]string]bool{
+		{"GET", "/"}:                         false,
+		{"GET", "/events"}:                   false,
+		{"GET", "/api/sandboxes/x/logs"}:     false,
+		{"GET", "/api/sandboxes/x/terminal"}: true,
+		{"POST", "/api/sandboxes"}:           true,
+		{"DELETE", "/api/sandboxes/x"}:       true,
+		{"PUT", "/anything"}:                 true,
+	} {
+		if got := changesState(httptest.NewRequest(req[0], req[1], nil)); got != want {
+			t.Errorf("%s %s: changesState %v, want %v", req[0], req[1], got, want)
+		}
+	}
+}

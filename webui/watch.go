@@ -1,0 +1,342 @@
+package webui
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
+)
+
+// A kind is one kind of object the page shows, followed with one watch that
+// every open page shares: a page left open for an hour costs the API server
+// one watch per kind, however many tabs show it.
+type kind struct {
+	// name is how the page speaks of it ("sandboxes").
+	name string
+	// list is an empty list of the kind, for the cache and the probe.
+	list client.ObjectList
+	// obj is an empty object of the kind, for the cache's informer.
+	obj client.Object
+	// probe lists at most one object as the informer would: in the
+	// namespace and with the field selector the cache is configured with.
+	probe []client.ListOption
+}
+
+// metadataOnly is a kind whose objects the page only needs to know exist
+// (the admission policies): the cache keeps their metadata alone.
+func metadataOnly(name string, gvk schema.GroupVersionKind) kind {
+	return kind{name: name, obj: metadataObject(gvk), list: metadataList(gvk)}
+}
+
+func metadataObject(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(gvk)
+	return obj
+}
+
+func metadataList(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadataList {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	return list
+}
+
+// Kind names, for the page and the installation checks.
+const (
+	kindSandboxes = "sandboxes"
+	kindTemplates = "sandbox templates"
+	kindWarmPools = "warm pools"
+	kindNodePools = "node pools"
+	kindGitSyncs  = "Git syncs"
+	kindCRDs      = "custom resource definitions"
+	kindLease     = "the reconciler's Lease"
+)
+
+// leaseNameField selects the reconciler's Lease by name.
+const leaseNameField = "metadata.name"
+
+// admissionKinds are the kinds config/admission installs, which the page
+// checks by name.
+var admissionKinds = []schema.GroupVersionKind{
+	admissionv1.SchemeGroupVersion.WithKind("ValidatingAdmissionPolicy"),
+	admissionv1.SchemeGroupVersion.WithKind("ValidatingAdmissionPolicyBinding"),
+	admissionv1.SchemeGroupVersion.WithKind("MutatingAdmissionPolicy"),
+	admissionv1.SchemeGroupVersion.WithKind("MutatingAdmissionPolicyBinding"),
+}
+
+func kinds() []kind {
+	ks := []kind{
+		{name: kindSandboxes, list: &v1.SandboxList{}, obj: &v1.Sandbox{}},
+		{name: kindTemplates, list: &v1.SandboxTemplateList{}, obj: &v1.SandboxTemplate{}},
+		{name: kindWarmPools, list: &v1.WarmPoolList{}, obj: &v1.WarmPool{}},
+		{name: kindNodePools, list: &v1.NodePoolList{}, obj: &v1.NodePool{}},
+		{name: kindGitSyncs, list: &v1.GitSyncList{}, obj: &v1.GitSync{}},
+		{name: kindCRDs, list: &apiextensionsv1.CustomResourceDefinitionList{}, obj: &apiextensionsv1.CustomResourceDefinition{}},
+		{name: kindLease, list: &coordinationv1.LeaseList{}, obj: &coordinationv1.Lease{}, probe: []client.ListOption{
+			client.InNamespace(v1.SystemNamespace), client.MatchingFields{leaseNameField: v1.ReconcilerLease},
+		}},
+	}
+	for _, gvk := range admissionKinds {
+		ks = append(ks, metadataOnly(gvk.Kind, gvk))
+	}
+	return ks
+}
+
+// access is what the caller may see of a kind.
+type access struct {
+	// Watching: the kind is followed and its objects are in the cache.
+	Watching bool
+	// Missing: the API server does not serve the kind (its CRD is not
+	// installed).
+	Missing bool
+	// err is why the kind is not followed: the API server's words when it
+	// refused the caller, or the error of the probe. Empty while probing.
+	Err string
+}
+
+// missingCRD is the access of a kind whose CRD is not installed.
+var missingCRD = access{Missing: true, Err: "not served by the API server (its CustomResourceDefinition is not installed)"}
+
+// hub follows every kind with the caller's identity and tells subscribers
+// when anything changed; the page renders from its cache, so no browser
+// request reaches the API server to read.
+type hub struct {
+	cache  cache.Cache
+	direct client.Client
+	kinds  []kind
+	// crdOf names the CRD of each of this API's kinds.
+	crdOf map[string]string
+
+	mu       sync.Mutex
+	access   map[string]access
+	subs     map[chan struct{}]struct{}
+	probing  chan struct{} // one re-probe at a time
+	cacheCtx context.Context
+}
+
+func newHub(cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefinition) (*hub, error) {
+	c, err := cache.New(cfg, cache.Options{
+		Scheme: kubescheme.Scheme,
+		ByObject: map[client.Object]cache.ByObject{
+			&coordinationv1.Lease{}: {
+				Namespaces: map[string]cache.Config{v1.SystemNamespace: {}},
+				Field:      fields.OneTermEqualSelector(leaseNameField, v1.ReconcilerLease),
+			},
+			// A cluster may have hundreds of CRDs with large schemas; the
+			// page needs only this API's.
+			&apiextensionsv1.CustomResourceDefinition{}: {Transform: keepOwnCRDs},
+		},
+		DefaultTransform: cache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	direct, err := client.New(cfg, client.Options{Scheme: kubescheme.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	h := &hub{cache: c, direct: direct, kinds: kinds(), crdOf: map[string]string{}, access: map[string]access{},
+		subs: map[chan struct{}]struct{}{}, probing: make(chan struct{}, 1)}
+	for _, k := range h.kinds {
+		gvk, err := apiutil.GVKForObject(k.obj, kubescheme.Scheme)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range crds {
+			if c.Spec.Group == gvk.Group && c.Spec.Names.Kind == gvk.Kind {
+				h.crdOf[k.name] = c.Name
+			}
+		}
+	}
+	return h, nil
+}
+
+// keepOwnCRDs drops the spec of every CRD but this API's.
+func keepOwnCRDs(obj any) (any, error) {
+	if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok && crd.Spec.Group != v1.GroupVersion.Group {
+		crd.Spec = apiextensionsv1.CustomResourceDefinitionSpec{}
+		crd.ManagedFields = nil
+	}
+	return obj, nil
+}
+
+// start runs the cache until ctx ends and follows every kind the caller may
+// watch.
+func (h *hub) start(ctx context.Context) {
+	h.cacheCtx = ctx
+	go func() { _ = h.cache.Start(ctx) }()
+	h.probeAll(ctx)
+}
+
+// probeAll asks the API server, once for each kind, whether the caller may
+// list and watch it, and follows or stops following it accordingly. It runs
+// at start and again when one of this API's CRDs changes, so installing the
+// CRDs while the page is open brings their kinds onto it.
+func (h *hub) probeAll(ctx context.Context) {
+	for _, k := range h.kinds {
+		a := h.probe(ctx, k)
+		h.mu.Lock()
+		before := h.access[k.name]
+		h.access[k.name] = a
+		h.mu.Unlock()
+		switch {
+		case a.Watching && !before.Watching:
+			h.follow(ctx, k)
+		case !a.Watching && before.Watching:
+			_ = h.cache.RemoveInformer(ctx, k.obj)
+		}
+	}
+	h.notify()
+}
+
+func (h *hub) probe(ctx context.Context, k kind) access {
+	list := k.list.DeepCopyObject().(client.ObjectList)
+	err := h.direct.List(ctx, list, append([]client.ListOption{client.Limit(1)}, k.probe...)...)
+	if err == nil {
+		var w interface{ Stop() }
+		if ww, ok := h.direct.(client.WithWatch); ok {
+			w, err = ww.Watch(ctx, list, k.probe...)
+		}
+		if w != nil {
+			w.Stop()
+		}
+	}
+	switch {
+	case err == nil:
+		return access{Watching: true}
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+		return missingCRD
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return access{Err: status.Status().Message}
+	}
+	return access{Err: strings.TrimSpace(err.Error())}
+}
+
+// follow starts the kind's informer and subscribes to its changes.
+func (h *hub) follow(ctx context.Context, k kind) {
+	informer, err := h.cache.GetInformer(ctx, k.obj, cache.BlockUntilSynced(false))
+	if err != nil {
+		h.mu.Lock()
+		h.access[k.name] = access{Err: err.Error()}
+		h.mu.Unlock()
+		return
+	}
+	handler := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { h.notify() },
+		UpdateFunc: func(any, any) { h.notify() },
+		DeleteFunc: func(any) { h.notify() },
+	}
+	if k.name == kindCRDs {
+		reprobe := func(obj any) {
+			if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok && strings.HasSuffix(crd.Name, "."+v1.GroupVersion.Group) {
+				h.reprobe()
+			}
+		}
+		handler.AddFunc = func(obj any) { reprobe(obj); h.notify() }
+		handler.UpdateFunc = func(_, obj any) { reprobe(obj); h.notify() }
+		handler.DeleteFunc = func(obj any) {
+			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = tombstone.Obj
+			}
+			reprobe(obj)
+			h.notify()
+		}
+	}
+	if _, err := informer.AddEventHandler(handler); err != nil {
+		h.mu.Lock()
+		h.access[k.name] = access{Err: err.Error()}
+		h.mu.Unlock()
+	}
+}
+
+// reprobe runs probeAll in the background, at most one at a time; a change
+// while one runs is seen by the next.
+func (h *hub) reprobe() {
+	select {
+	case h.probing <- struct{}{}:
+	default:
+		return
+	}
+	go func() {
+		defer func() { <-h.probing }()
+		h.probeAll(h.cacheCtx)
+	}()
+}
+
+// accessOf is what the caller may see of the kind named.
+func (h *hub) accessOf(name string) access {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.access[name]
+}
+
+// list fills list from the cache when the kind is followed; otherwise it
+// returns the kind's access for the page to explain.
+func (h *hub) list(ctx context.Context, name string, list client.ObjectList) (access, error) {
+	a := h.accessOf(name)
+	if a.Watching && h.crdGone(ctx, name) {
+		// Probe again, to stop the informer of a kind no longer served.
+		h.reprobe()
+		a = missingCRD
+	}
+	if !a.Watching {
+		return a, nil
+	}
+	return a, h.cache.List(ctx, list)
+}
+
+// crdGone says whether the CRD of one of this API's kinds is known to be
+// deleted. A probe made as the deletion completes can still be answered
+// (the API server stops serving a kind a moment after its CRD is gone), so
+// the CRDs the cache holds decide, when the caller may read them.
+func (h *hub) crdGone(ctx context.Context, name string) bool {
+	crdName, ok := h.crdOf[name]
+	if !ok || !h.accessOf(kindCRDs).Watching {
+		return false
+	}
+	err := h.cache.Get(ctx, client.ObjectKey{Name: crdName}, &apiextensionsv1.CustomResourceDefinition{})
+	return apierrors.IsNotFound(err)
+}
+
+// subscribe returns a channel that receives a value after changes (several
+// changes may be one value) until cancel is called.
+func (h *hub) subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	h.mu.Lock()
+	h.subs[ch] = struct{}{}
+	h.mu.Unlock()
+	return ch, func() {
+		h.mu.Lock()
+		delete(h.subs, ch)
+		h.mu.Unlock()
+	}
+}
+
+func (h *hub) notify() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
