@@ -3,13 +3,16 @@ package webui_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/chromedp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -60,7 +63,7 @@ func TestPageShowsTheClusterAndFollowsIt(t *testing.T) {
 		Spec: v1.GitSyncSpec{URL: "http://127.0.0.1:9/nothing-listens-here.git", Interval: metav1.Duration{Duration: time.Hour}}}
 	create(t, sync)
 	alice := c.Developers(t, "alice")[0]
-	aliceSDK, sbx := claimAs(t, alice, tpl.Name)
+	_, sbx := claimAs(t, alice, tpl.Name)
 
 	url := serve(t, c.Config) // the admin sees everything, the installation too
 	b := newBrowser(t, nil)
@@ -84,10 +87,8 @@ func TestPageShowsTheClusterAndFollowsIt(t *testing.T) {
 	create(t, later)
 	took := b.wait("a template created after the page loaded", fmt.Sprintf(`document.querySelector(%q) !== null`, row("template", later.Name)), 10*time.Second)
 	t.Logf("a new template appeared on the open page %s after it was created", took.Round(time.Millisecond))
-	if err := aliceSDK.Stop(context.Background(), sbx.Name); err != nil {
-		t.Fatal(err)
-	}
-	b.wait("the stop made elsewhere", rowData("sandbox", sbx.Name, "phase")+` === "Stopped"`, time.Minute)
+	c.Kubectl(t, "patch", "sandbox", sbx.Name, "--type=merge", "-p", `{"spec":{"state":"Stopped"}}`)
+	b.wait("the stop made with kubectl", rowData("sandbox", sbx.Name, "phase")+` === "Stopped"`, time.Minute)
 	if !eval[bool](b, `window.notReloaded === true`) {
 		t.Error("the page reloaded to show the changes")
 	}
@@ -217,3 +218,48 @@ func TestSomeoneElsesSandboxIsRefused(t *testing.T) {
 		t.Errorf("bob's refused actions changed alice's sandbox: state %s, deleting %v", got.Spec.State, got.DeletionTimestamp != nil)
 	}
 }
+
+// TestOpenPageCostsNoRequests: an open page is served from the watches; once
+// they run, the API server hears nothing from it but the watch streams
+// already open, however long it stays open (here: past the re-render for
+// time alone, which reads the cache only).
+func TestOpenPageCostsNoRequests(t *testing.T) {
+	t.Parallel()
+	c := cluster(t)
+	var mu sync.Mutex
+	var requests []string
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			requests = append(requests, r.Method+" "+r.URL.RequestURI())
+			mu.Unlock()
+			return rt.RoundTrip(r)
+		})
+	})
+	url := serve(t, cfg)
+	b := newBrowser(t, nil)
+	b.do(chromedp.Navigate(url + "/?view=all"))
+	b.wait("the live indicator", `document.getElementById("live").textContent === "live"`, 10*time.Second)
+	time.Sleep(time.Second) // the watches' first requests settle
+	mu.Lock()
+	before := len(requests)
+	mu.Unlock()
+	time.Sleep(6 * time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	if later := requests[before:]; len(later) > 0 {
+		t.Errorf("the open page made %d requests to the API server in 6 s: %v", len(later), later)
+	}
+	watches := 0
+	for _, r := range requests {
+		if strings.Contains(r, "watch=true") {
+			watches++
+		}
+	}
+	t.Logf("%d requests in all to start, %d of them the watches", len(requests), watches)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
