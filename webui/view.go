@@ -37,11 +37,8 @@ func workspaceSummary(w v1.Workspace) string {
 	if !w.Persistent {
 		return "ephemeral (lost on stop)"
 	}
-	size := "default size"
-	if w.Size != nil {
-		size = w.Size.String()
-	}
-	return "persistent, " + size
+	size := w.SizeOrDefault()
+	return "persistent, " + size.String()
 }
 
 // egressSummary says where a sandbox may connect: nowhere but DNS unless

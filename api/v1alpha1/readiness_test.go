@@ -34,6 +34,24 @@ func TestDefaultsMatchTheCRD(t *testing.T) {
 	if got := (&v1.WarmPool{Spec: v1.WarmPoolSpec{Replicas: ptr.To[int32](0)}}).DesiredReplicas(); got != 0 {
 		t.Errorf("DesiredReplicas of a pool of 0: %d", got)
 	}
+
+	data, err = os.ReadFile("../../config/crd/bases/agentsandbox.dev_sandboxtemplates.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		t.Fatal(err)
+	}
+	workspace := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["workspace"].Properties
+	for field, want := range map[string]string{"size": v1.DefaultWorkspaceSize, "mountPath": v1.DefaultWorkspaceMountPath} {
+		if d := workspace[field].Default; d == nil || string(d.Raw) != `"`+want+`"` {
+			t.Errorf("spec.workspace.%s defaults to %v in the CRD, the Go default is %q", field, d, want)
+		}
+	}
+	empty := v1.Workspace{}
+	if size := empty.SizeOrDefault(); size.String() != v1.DefaultWorkspaceSize || empty.MountPathOrDefault() != v1.DefaultWorkspaceMountPath {
+		t.Errorf("an empty workspace: size %s, mount path %q", size.String(), empty.MountPathOrDefault())
+	}
 }
 
 func TestReadiness(t *testing.T) {

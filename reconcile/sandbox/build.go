@@ -167,7 +167,7 @@ func (b blueprint) resourceQuota() *corev1.ResourceQuota {
 	ws := b.template.Spec.Workspace
 	if ws.Persistent {
 		hard[corev1.ResourcePersistentVolumeClaims] = resource.MustParse("1")
-		hard[corev1.ResourceRequestsStorage] = workspaceSize(ws)
+		hard[corev1.ResourceRequestsStorage] = ws.SizeOrDefault()
 	} else {
 		hard[corev1.ResourcePersistentVolumeClaims] = resource.MustParse("0")
 	}
@@ -224,13 +224,6 @@ func (b blueprint) roleBinding() *rbacv1.RoleBinding {
 	}
 }
 
-func workspaceSize(ws v1.Workspace) resource.Quantity {
-	if ws.Size != nil {
-		return *ws.Size
-	}
-	return resource.MustParse("1Gi")
-}
-
 // workspaceClaim is the persistent workspace; nil for an ephemeral one.
 func (b blueprint) workspaceClaim() *corev1.PersistentVolumeClaim {
 	ws := b.template.Spec.Workspace
@@ -244,7 +237,7 @@ func (b blueprint) workspaceClaim() *corev1.PersistentVolumeClaim {
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			StorageClassName: ws.StorageClassName,
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: workspaceSize(ws)}},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: ws.SizeOrDefault()}},
 		},
 	}
 }
@@ -256,10 +249,7 @@ func (b blueprint) workspaceClaim() *corev1.PersistentVolumeClaim {
 func (b blueprint) pod() *corev1.Pod {
 	spec := b.template.Spec
 	ws := spec.Workspace
-	mountPath := ws.MountPath
-	if mountPath == "" {
-		mountPath = "/workspace"
-	}
+	mountPath := ws.MountPathOrDefault()
 	workingDir := spec.WorkingDir
 	if workingDir == "" {
 		workingDir = mountPath
@@ -268,7 +258,7 @@ func (b blueprint) pod() *corev1.Pod {
 	if ws.Persistent {
 		volume.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v1.WorkspaceName}
 	} else {
-		volume.EmptyDir = &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(workspaceSize(ws))}
+		volume.EmptyDir = &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(ws.SizeOrDefault())}
 	}
 	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
 	container := corev1.Container{
