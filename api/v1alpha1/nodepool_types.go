@@ -5,6 +5,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// FinalizerNodePool keeps a deleted NodePool until its label and taints are
+// off every node: a taint left behind would keep ordinary workloads off a
+// node forever.
+const FinalizerNodePool = "agentsandbox.dev/node-pool"
+
 // NodePoolSpec declares that untrusted code runs under a given container
 // runtime handler (gVisor's runsc, Kata, ...) on the nodes the selector
 // matches. It becomes a RuntimeClass of the same name.

@@ -29,11 +29,6 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/apply"
 )
 
-// Finalizer keeps a deleted NodePool until its label and taints are off
-// every node: a taint left behind would keep ordinary workloads off a node
-// forever.
-const Finalizer = "agentsandbox.dev/node-pool"
-
 // controllerName names the controller in logs, metrics and as the reporting
 // controller of its events, like the project's other controllers.
 const controllerName = "nodepool-controller"
@@ -108,7 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	if needsFinalizer || startsGeneration(pool) {
 		if needsFinalizer {
-			controllerutil.AddFinalizer(pool, Finalizer)
+			controllerutil.AddFinalizer(pool, v1.FinalizerNodePool)
 		}
 		conditions.MarkReconciling(pool, v1.ReasonProgressing, "reconciling generation %d", pool.Generation)
 		if err := patcher.Patch(ctx, pool, patchOptions()...); err != nil {
@@ -133,7 +128,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 // run touches a node: only a pool that selects (or already labelled) a node
 // has anything to clean up, so a pool selecting no node is deleted at once.
 func (r *Reconciler) needsFinalizer(ctx context.Context, pool *v1.NodePool) (bool, error) {
-	if controllerutil.ContainsFinalizer(pool, Finalizer) {
+	if controllerutil.ContainsFinalizer(pool, v1.FinalizerNodePool) {
 		return false, nil
 	}
 	nodes, err := r.listNodes(ctx)
@@ -167,13 +162,13 @@ func (r *Reconciler) reconcile(ctx context.Context, pool *v1.NodePool) outcome {
 // RuntimeClass is left to the garbage collector, which deletes it once the
 // pool is gone.
 func (r *Reconciler) finalize(ctx context.Context, pool *v1.NodePool, patcher *patch.SerialPatcher) error {
-	if !controllerutil.ContainsFinalizer(pool, Finalizer) {
+	if !controllerutil.ContainsFinalizer(pool, v1.FinalizerNodePool) {
 		return nil
 	}
 	if err := r.releaseNodes(ctx, pool); err != nil {
 		return err
 	}
-	controllerutil.RemoveFinalizer(pool, Finalizer)
+	controllerutil.RemoveFinalizer(pool, v1.FinalizerNodePool)
 	// Removing the last finalizer deletes the pool, so a status write after
 	// it may find nothing; that is success.
 	err := kerrors.FilterOut(patcher.Patch(ctx, pool, patchOptions()...), apierrors.IsNotFound)

@@ -19,7 +19,6 @@ import (
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/nodepool"
 )
 
 var (
@@ -85,8 +84,8 @@ func TestPoolBecomesRuntimeClassAndLabelsItsNodes(t *testing.T) {
 	if got.Status.RuntimeClassName != pool.Name {
 		t.Errorf("status.runtimeClassName = %q, want %q", got.Status.RuntimeClassName, pool.Name)
 	}
-	if !controllerutil.ContainsFinalizer(got, nodepool.Finalizer) {
-		t.Errorf("finalizers %v, want %s", got.Finalizers, nodepool.Finalizer)
+	if !controllerutil.ContainsFinalizer(got, v1.FinalizerNodePool) {
+		t.Errorf("finalizers %v, want %s", got.Finalizers, v1.FinalizerNodePool)
 	}
 
 	// At least, not exactly: another test package may run this controller
