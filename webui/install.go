@@ -144,14 +144,11 @@ func leaseCheck(lease *coordinationv1.Lease, seen access, now time.Time) check {
 	if lease.Spec.LeaseDurationSeconds != nil {
 		valid = time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second
 	}
-	c.WhenLabel = "last renewed"
 	if now.Sub(renewed) > valid {
-		c.Health, c.Detail, c.Fix = healthBad, fmt.Sprintf("not renewing: %s held the lead, which lapses %s after a renewal", holder, valid), logs
+		c.Health, c.Detail, c.Fix, c.WhenLabel = healthBad, fmt.Sprintf("not renewing: %s held the lead, which lapses %s after a renewal", holder, valid), logs, "last renewed"
 		return c
 	}
-	// No time while it renews: the line stays the same between renewals
-	// (every two seconds), so open pages are not sent it again for each.
-	c.Health, c.Detail, c.When = healthOK, fmt.Sprintf("running: %s leads", holder), nil
+	c.Health, c.Detail, c.WhenLabel = healthOK, fmt.Sprintf("running: %s holds the lead", holder), "last renewed"
 	return c
 }
 
