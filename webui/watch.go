@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -118,7 +119,7 @@ var missingCRD = access{Missing: true, Err: "not served by the API server (its C
 // request reaches the API server to read.
 type hub struct {
 	cache  cache.Cache
-	direct client.Client
+	direct client.WithWatch
 	kinds  []kind
 	// crdOf names the CRD of each of this API's kinds.
 	crdOf map[string]string
@@ -147,7 +148,7 @@ func newHub(cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefinition) 
 	if err != nil {
 		return nil, err
 	}
-	direct, err := client.New(cfg, client.Options{Scheme: kubescheme.Scheme})
+	direct, err := client.NewWithWatch(cfg, client.Options{Scheme: kubescheme.Scheme})
 	if err != nil {
 		return nil, err
 	}
@@ -209,11 +210,8 @@ func (h *hub) probe(ctx context.Context, k kind) access {
 	list := k.list.DeepCopyObject().(client.ObjectList)
 	err := h.direct.List(ctx, list, append([]client.ListOption{client.Limit(1)}, k.probe...)...)
 	if err == nil {
-		var w interface{ Stop() }
-		if ww, ok := h.direct.(client.WithWatch); ok {
-			w, err = ww.Watch(ctx, list, k.probe...)
-		}
-		if w != nil {
+		var w watch.Interface
+		if w, err = h.direct.Watch(ctx, list, k.probe...); err == nil {
 			w.Stop()
 		}
 	}
