@@ -209,8 +209,16 @@ down() {
 	# make demo's OpenTofu state describes objects of this cluster only.
 	[[ -n "${suffix}" ]] || rm -rf "${cache}/demo-tofu"
 	# kwokctl stops the processes it started; make sure nothing outlived it
-	# (for example after an interrupted create).
-	pkill -f "${KWOK_WORKDIR}/clusters/${name}/" 2>/dev/null || true
+	# (for example after an interrupted create). An API server whose etcd is
+	# gone (a test's restart cut short) can hang in its graceful shutdown:
+	# what still runs after 5 s is killed.
+	local pattern="${KWOK_WORKDIR}/clusters/${name}/" i
+	pkill -f "${pattern}" 2>/dev/null || true
+	for ((i = 0; i < 50; i++)); do
+		pgrep -f "${pattern}" >/dev/null || break
+		sleep 0.1
+	done
+	pkill -KILL -f "${pattern}" 2>/dev/null || true
 	log "cluster ${name} stopped"
 }
 
