@@ -65,9 +65,21 @@ started=false
 node=false
 cleanup() {
 	if ${node}; then hack/node.sh down; fi
-	local name
-	for name in "${clusters[@]:1}"; do AGENTSANDBOX_CLUSTER="${name}" hack/cluster.sh down; done
-	if ${started}; then hack/cluster.sh down; fi
+	local name stopped=("${clusters[@]:1}")
+	for name in "${stopped[@]}"; do AGENTSANDBOX_CLUSTER="${name}" hack/cluster.sh down; done
+	if ${started}; then
+		hack/cluster.sh down
+		stopped+=("${clusters[0]}")
+	fi
+	# Nothing of a stopped cluster may outlive it (once, a test's restart
+	# left an API server running): say so if anything did.
+	local kwok="${AGENTSANDBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agentsandbox}/kwok/clusters"
+	for name in "${stopped[@]}"; do
+		if pgrep -f "${kwok}/${name}/" >/dev/null; then
+			log "processes of cluster ${name} outlived it:"
+			pgrep -af "${kwok}/${name}/" | cut -c1-160 >&2 || true
+		fi
+	done
 }
 trap cleanup EXIT
 if hack/cluster.sh status; then
