@@ -5,7 +5,6 @@ import (
 	"context"
 	"html/template"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -44,8 +43,9 @@ type snapshot struct {
 func (s *Server) snapshot(ctx context.Context, mine bool) (*snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	snap := &snapshot{Context: s.opts.Context, Server: s.opts.Server, User: s.sdk.User(ctx), CSRF: s.csrf,
-		Mine: mine && s.sdk.User(ctx) != "", Terminal: s.terminal}
+	user := s.sdk.User(ctx)
+	snap := &snapshot{Context: s.opts.Context, Server: s.opts.Server, User: user, CSRF: s.csrf,
+		Mine: mine && user != "", Terminal: s.terminal}
 
 	nodePools := &v1.NodePoolList{}
 	nodePoolAccess, err := s.hub.list(ctx, kindNodePools, nodePools)
@@ -188,12 +188,8 @@ var templateFuncs = template.FuncMap{
 		}
 		return ""
 	},
-	"percent": func(n, of int32) int32 {
-		if of <= 0 {
-			return 100
-		}
-		return min(100, n*100/of)
-	},
 	"lower": strings.ToLower,
-	"has":   func(list []string, s string) bool { return slices.Contains(list, s) },
 }
+
+// exact is a time as the datetime attribute of <time> takes it.
+func exact(t time.Time) string { return t.UTC().Format(time.RFC3339) }

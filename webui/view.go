@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -155,6 +154,3 @@ func sandboxRows(items []v1.Sandbox, user string, mine bool) []sandboxRow {
 	})
 	return rows
 }
-
-// since formats t for a title attribute: the exact time behind an "ago".
-func exact(t time.Time) string { return t.UTC().Format(time.RFC3339) }
