@@ -124,11 +124,13 @@ type hub struct {
 	// crdOf names the CRD of each of this API's kinds.
 	crdOf map[string]string
 
-	mu       sync.Mutex
-	access   map[string]access
-	subs     map[chan struct{}]struct{}
-	probing  chan struct{} // one re-probe at a time
-	cacheCtx context.Context
+	mu     sync.Mutex
+	access map[string]access
+	subs   map[chan struct{}]struct{}
+	// probing is set while a re-probe runs; probeAgain asks for one more
+	// after it.
+	probing, probeAgain bool
+	cacheCtx            context.Context
 }
 
 func newHub(cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefinition) (*hub, error) {
@@ -153,7 +155,7 @@ func newHub(cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefinition) 
 		return nil, err
 	}
 	h := &hub{cache: c, direct: direct, kinds: kinds(), crdOf: map[string]string{}, access: map[string]access{},
-		subs: map[chan struct{}]struct{}{}, probing: make(chan struct{}, 1)}
+		subs: map[chan struct{}]struct{}{}}
 	for _, k := range h.kinds {
 		gvk, err := apiutil.GVKForObject(k.obj, kubescheme.Scheme)
 		if err != nil {
@@ -265,17 +267,29 @@ func (h *hub) follow(ctx context.Context, k kind) {
 	}
 }
 
-// reprobe runs probeAll in the background, at most one at a time; a change
-// while one runs is seen by the next.
+// reprobe runs probeAll in the background, one at a time. A change that
+// arrives while one runs asks for another after it: that probe may have
+// asked the API server before the change (a CRD established a moment
+// after its kind was probed), and nothing else would look again.
 func (h *hub) reprobe() {
-	select {
-	case h.probing <- struct{}{}:
-	default:
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.probing {
+		h.probeAgain = true
 		return
 	}
+	h.probing = true
 	go func() {
-		defer func() { <-h.probing }()
-		h.probeAll(h.cacheCtx)
+		for {
+			h.probeAll(h.cacheCtx)
+			h.mu.Lock()
+			again := h.probeAgain
+			h.probing, h.probeAgain = again, false
+			h.mu.Unlock()
+			if !again {
+				return
+			}
+		}
 	}()
 }
 
@@ -290,10 +304,15 @@ func (h *hub) accessOf(name string) access {
 // returns the kind's access for the page to explain.
 func (h *hub) list(ctx context.Context, name string, list client.ObjectList) (access, error) {
 	a := h.accessOf(name)
-	if a.Watching && h.crdGone(ctx, name) {
+	switch crd := h.crdState(ctx, name); {
+	case a.Watching && crd == crdDeleted:
 		// Probe again, to stop the informer of a kind no longer served.
 		h.reprobe()
 		a = missingCRD
+	case a.Missing && crd == crdEstablished:
+		// Installed since the last probe answered: probe until the API
+		// server serves it too.
+		h.reprobe()
 	}
 	if !a.Watching {
 		return a, nil
@@ -301,17 +320,41 @@ func (h *hub) list(ctx context.Context, name string, list client.ObjectList) (ac
 	return a, h.cache.List(ctx, list)
 }
 
-// crdGone says whether the CRD of one of this API's kinds is known to be
-// deleted. A probe made as the deletion completes can still be answered
-// (the API server stops serving a kind a moment after its CRD is gone), so
-// the CRDs the cache holds decide, when the caller may read them.
-func (h *hub) crdGone(ctx context.Context, name string) bool {
+// crdStatus is what the cached CRDs say of one of this API's kinds.
+type crdStatus int
+
+const (
+	// crdUnknown: not one of this API's kinds, or the caller may not read
+	// CRDs.
+	crdUnknown crdStatus = iota
+	crdDeleted
+	crdPending
+	crdEstablished
+)
+
+// crdState tells whether the CRD of one of this API's kinds is deleted or
+// established, as far as the cache knows. A probe made as a deletion or an
+// installation completes can be answered as before it (the API server
+// serves a kind, and stops serving it, a moment after its CRD changes), so
+// the CRDs the cache holds decide when to look again.
+func (h *hub) crdState(ctx context.Context, name string) crdStatus {
 	crdName, ok := h.crdOf[name]
 	if !ok || !h.accessOf(kindCRDs).Watching {
-		return false
+		return crdUnknown
 	}
-	err := h.cache.Get(ctx, client.ObjectKey{Name: crdName}, &apiextensionsv1.CustomResourceDefinition{})
-	return apierrors.IsNotFound(err)
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	switch err := h.cache.Get(ctx, client.ObjectKey{Name: crdName}, crd); {
+	case apierrors.IsNotFound(err):
+		return crdDeleted
+	case err != nil:
+		return crdUnknown
+	}
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return crdEstablished
+		}
+	}
+	return crdPending
 }
 
 // subscribe returns a channel that receives a value after changes (several
