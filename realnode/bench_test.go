@@ -20,7 +20,7 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/latency"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/realnode"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
 )
 
@@ -102,7 +102,7 @@ func (e env) waitPoolReady(b testing.TB, pool *v1.WarmPool) {
 		}
 		for _, ns := range members.Items {
 			pod := &corev1.Pod{}
-			if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: sandbox.PodName}, pod); err == nil && sandbox.PodReady(pod) {
+			if err := e.c.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: environment.PodName}, pod); err == nil && environment.PodReady(pod) {
 				// The reconciler decides from its cache, which sees the
 				// pod Ready a moment after the API server does.
 				time.Sleep(500 * time.Millisecond)

@@ -23,8 +23,8 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/realnode"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
 )
 
@@ -199,7 +199,7 @@ func (e env) waitReady(t testing.TB, name string) started {
 		t.Fatalf("sandbox %s: %v", name, err)
 	}
 	pod := &corev1.Pod{}
-	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: sbx.Status.Namespace, Name: sandbox.PodName}, pod); err != nil {
+	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: sbx.Status.Namespace, Name: environment.PodName}, pod); err != nil {
 		t.Fatal(err)
 	}
 	if pod.Spec.NodeName != realnode.NodeName {

@@ -76,6 +76,9 @@ const (
 	// image or configuration is refused. The kubelet keeps retrying.
 	ReasonContainerFailing = "ContainerFailing"
 	ReasonWaitingForMember = "WaitingForMember"
+	// ReasonPlacementFailed: the reconciler could not decide the sandbox's
+	// namespace (listing or claiming warm members failed); it retries.
+	ReasonPlacementFailed = "PlacementFailed"
 )
 
 // Reasons of a GitSync.

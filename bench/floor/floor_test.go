@@ -30,7 +30,7 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/latency"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/apply"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 )
 
 const owner = "bench@example.com"
@@ -88,7 +88,7 @@ func claimWrites(ctx context.Context, c client.Client, s *v1.Sandbox, ns *corev1
 	if err := apply.Object(ctx, c, &rbacv1.RoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
 		ObjectMeta: metav1.ObjectMeta{Name: "sandbox-owner", Namespace: ns.Name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: sandbox.OwnerClusterRole},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: environment.OwnerClusterRole},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: owner}},
 	}); err != nil {
 		return err
@@ -96,7 +96,7 @@ func claimWrites(ctx context.Context, c client.Client, s *v1.Sandbox, ns *corev1
 	before := s.DeepCopy()
 	now := metav1.Now()
 	s.Status = v1.SandboxStatus{
-		Phase: v1.SandboxPhaseRunning, Namespace: ns.Name, PodName: sandbox.PodName, PodIP: "10.0.0.1",
+		Phase: v1.SandboxPhaseRunning, Namespace: ns.Name, PodName: environment.PodName, PodIP: "10.0.0.1",
 		LaunchType: v1.LaunchWarm, RequestedAt: &s.CreationTimestamp, ClaimedAt: &now, ReadyAt: &now,
 		ObservedGeneration: s.Generation,
 	}

@@ -1,4 +1,11 @@
-package sandbox
+// Package environment is the blueprint of a sandbox environment: the
+// namespace, its NetworkPolicy, ResourceQuota, LimitRange, the owner's
+// RoleBinding, the workspace and the pod, built from a template for a
+// Sandbox (a cold start) or for a warm pool member (claimed later). Both the
+// sandbox and the warm pool controllers build from it, so a claimed member
+// is exactly what a cold start would have made, and neither controller
+// imports the other.
+package environment
 
 import (
 	"crypto/sha256"
@@ -30,8 +37,8 @@ const (
 	// the reconciler from needing exec rights itself, which creating an
 	// equivalent Role would require.
 	OwnerClusterRole = "agentsandbox-sandbox-owner"
-	// quotaName is the ResourceQuota's, which its refusals quote.
-	quotaName = "sandbox"
+	// QuotaName is the ResourceQuota's, which its refusals quote.
+	QuotaName = "sandbox"
 	// NamespacePrefix makes sandbox namespaces recognisable and keeps a
 	// sandbox named "kube-system" from claiming that namespace.
 	NamespacePrefix = "sandbox-"
@@ -40,11 +47,11 @@ const (
 // NamespaceName is the namespace a sandbox runs in.
 func NamespaceName(sandboxName string) string { return NamespacePrefix + sandboxName }
 
-// blueprint is everything the objects of one sandbox environment are
+// Blueprint is everything the objects of one sandbox environment are
 // derived from. The environment is a sandbox's own (cold start) or a warm
 // pool member waiting to be claimed; claiming turns the second into the
 // first by relabelling and re-owning the namespace and binding the owner.
-type blueprint struct {
+type Blueprint struct {
 	// namespace the environment lives in.
 	namespace string
 	// labels go on the namespace, the pod and the workspace claim.
@@ -66,23 +73,25 @@ func managedLabels() map[string]string {
 	return map[string]string{v1.LabelManagedBy: v1.ManagedByValue}
 }
 
-// sandboxBlueprint is the environment of a sandbox in namespace.
-func sandboxBlueprint(sbx *v1.Sandbox, namespace string, tpl *v1.SandboxTemplate, pool *v1.NodePool, env []v1.EnvVar) blueprint {
+// ForSandbox is the environment of a sandbox in namespace.
+func ForSandbox(sbx *v1.Sandbox, namespace string, tpl *v1.SandboxTemplate, pool *v1.NodePool, env []v1.EnvVar) Blueprint {
 	l := managedLabels()
 	l[v1.LabelSandbox] = sbx.Name
 	l[v1.LabelSandboxUID] = string(sbx.UID)
-	l[v1.LabelOwner] = labelSafe(sbx.Spec.Owner)
+	l[v1.LabelOwner] = OwnerLabel(sbx.Spec.Owner)
 	l[v1.LabelTemplate] = tpl.Name
 	if ref := sbx.Spec.WarmPoolRef; ref != nil {
 		l[v1.LabelWarmPool] = ref.Name
 	}
-	return blueprint{
+	return Blueprint{
 		namespace: namespace, labels: l, owner: sbx.Spec.Owner, template: tpl, nodePool: pool, env: env,
-		controller: controllerRef(v1.KindSandbox, sbx),
+		controller: ControllerRef(v1.KindSandbox, sbx),
 	}
 }
 
-func controllerRef(kind string, obj metav1.Object) metav1.OwnerReference {
+// ControllerRef makes obj the controller of what it is put on, blocking
+// obj's deletion until garbage collection has deleted it.
+func ControllerRef(kind string, obj metav1.Object) metav1.OwnerReference {
 	return metav1.OwnerReference{
 		APIVersion: v1.GroupVersion.String(), Kind: kind, Name: obj.GetName(), UID: obj.GetUID(),
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
@@ -91,10 +100,10 @@ func controllerRef(kind string, obj metav1.Object) metav1.OwnerReference {
 
 var labelUnsafe = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
 
-// labelSafe maps an identity such as "system:serviceaccount:ci:agent" or
+// OwnerLabel maps an identity such as "system:serviceaccount:ci:agent" or
 // "alice@example.com" to a label value; identities that had to be changed or
 // shortened get a hash suffix so two owners never share a value.
-func labelSafe(owner string) string {
+func OwnerLabel(owner string) string {
 	safe := strings.Trim(labelUnsafe.ReplaceAllString(owner, "_"), "_.-")
 	if safe == owner && len(safe) <= 63 {
 		return safe
@@ -107,10 +116,13 @@ func labelSafe(owner string) string {
 	return strings.Trim(safe, "_.-") + "-" + suffix
 }
 
-// namespace is owned by its controller, so deleting the Sandbox (or the
+// Namespace is the name of the environment's namespace.
+func (b Blueprint) Namespace() string { return b.namespace }
+
+// NamespaceObject is owned by its controller, so deleting the Sandbox (or the
 // pool, for an unclaimed member) deletes the namespace and, with it,
 // everything inside.
-func (b blueprint) namespaceObject() *corev1.Namespace {
+func (b Blueprint) NamespaceObject() *corev1.Namespace {
 	l := maps.Clone(b.labels)
 	l["pod-security.kubernetes.io/enforce"] = "restricted"
 	l["pod-security.kubernetes.io/enforce-version"] = "latest"
@@ -125,11 +137,11 @@ func (b blueprint) namespaceObject() *corev1.Namespace {
 	return ns
 }
 
-// isolation are the objects that confine the environment, besides the
+// Isolation are the objects that confine the environment, besides the
 // namespace itself: policy, quota, limits and, when persistent, the
 // workspace claim.
-func (b blueprint) isolation(blocked []netip.Prefix) []client.Object {
-	objs := []client.Object{networkPolicy(b.namespace, b.template.Spec.Network, blocked), b.resourceQuota(), b.limitRange()}
+func (b Blueprint) Isolation(blocked []netip.Prefix) []client.Object {
+	objs := []client.Object{networkPolicy(b.namespace, b.template.Spec.Network, blocked), b.ResourceQuota(), b.limitRange()}
 	if pvc := b.workspaceClaim(); pvc != nil {
 		objs = append(objs, pvc)
 	}
@@ -137,7 +149,7 @@ func (b blueprint) isolation(blocked []netip.Prefix) []client.Object {
 }
 
 // overhead is the node pool runtime's per-pod cost, which quota counts.
-func (b blueprint) overhead() corev1.ResourceList {
+func (b Blueprint) overhead() corev1.ResourceList {
 	if b.nodePool == nil {
 		return nil
 	}
@@ -152,10 +164,10 @@ func (b blueprint) overhead() corev1.ResourceList {
 // either would block the sandbox's start.
 const podsQuota = 2
 
-// resourceQuota caps the namespace at podsQuota pods of the template's size
+// ResourceQuota caps the namespace at podsQuota pods of the template's size
 // (plus the runtime overhead) and at most the workspace volume. The
 // LimitRange keeps each container to the template's size.
-func (b blueprint) resourceQuota() *corev1.ResourceQuota {
+func (b Blueprint) ResourceQuota() *corev1.ResourceQuota {
 	hard := corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(podsQuota, resource.DecimalSI)}
 	res := b.template.Spec.Resources
 	for name, q := range res.Requests {
@@ -172,7 +184,7 @@ func (b blueprint) resourceQuota() *corev1.ResourceQuota {
 		hard[corev1.ResourcePersistentVolumeClaims] = resource.MustParse("0")
 	}
 	return &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Name: quotaName, Namespace: b.namespace, Labels: managedLabels()},
+		ObjectMeta: metav1.ObjectMeta{Name: QuotaName, Namespace: b.namespace, Labels: managedLabels()},
 		Spec:       corev1.ResourceQuotaSpec{Hard: hard},
 	}
 }
@@ -192,7 +204,7 @@ func times(q resource.Quantity, n int64) resource.Quantity {
 
 // limitRange gives any container the template's resources by default and
 // caps it there, so nothing started in the namespace outgrows the template.
-func (b blueprint) limitRange() *corev1.LimitRange {
+func (b Blueprint) limitRange() *corev1.LimitRange {
 	res := b.template.Spec.Resources
 	return &corev1.LimitRange{
 		ObjectMeta: metav1.ObjectMeta{Name: "sandbox", Namespace: b.namespace, Labels: managedLabels()},
@@ -215,8 +227,8 @@ func ownerSubject(owner string) rbacv1.Subject {
 	return rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: owner}
 }
 
-// roleBinding lets the owner, and only the owner, use the sandbox's pod.
-func (b blueprint) roleBinding() *rbacv1.RoleBinding {
+// RoleBinding lets the owner, and only the owner, use the sandbox's pod.
+func (b Blueprint) RoleBinding() *rbacv1.RoleBinding {
 	return &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "sandbox-owner", Namespace: b.namespace, Labels: managedLabels()},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: OwnerClusterRole},
@@ -225,7 +237,7 @@ func (b blueprint) roleBinding() *rbacv1.RoleBinding {
 }
 
 // workspaceClaim is the persistent workspace; nil for an ephemeral one.
-func (b blueprint) workspaceClaim() *corev1.PersistentVolumeClaim {
+func (b Blueprint) workspaceClaim() *corev1.PersistentVolumeClaim {
 	ws := b.template.Spec.Workspace
 	if !ws.Persistent {
 		return nil
@@ -242,11 +254,11 @@ func (b blueprint) workspaceClaim() *corev1.PersistentVolumeClaim {
 	}
 }
 
-// pod is the sandbox itself: non-root, no capabilities, no privilege
+// Pod is the sandbox itself: non-root, no capabilities, no privilege
 // escalation, RuntimeDefault seccomp, no service account token, on the node
 // pool's runtime. RuntimeClass admission adds the pool's node selector,
 // tolerations and overhead.
-func (b blueprint) pod() *corev1.Pod {
+func (b Blueprint) Pod() *corev1.Pod {
 	spec := b.template.Spec
 	ws := spec.Workspace
 	mountPath := ws.MountPathOrDefault()
@@ -317,9 +329,9 @@ func (b blueprint) pod() *corev1.Pod {
 	return pod
 }
 
-// mergeEnv applies the sandbox's environment to the template's as the
+// MergeEnv applies the sandbox's environment to the template's as the
 // template's envVarsInjectionPolicy allows, or says why it may not.
-func mergeEnv(tpl v1.SandboxTemplateSpec, overrides []v1.EnvVar) ([]v1.EnvVar, error) {
+func MergeEnv(tpl v1.SandboxTemplateSpec, overrides []v1.EnvVar) ([]v1.EnvVar, error) {
 	if len(overrides) == 0 {
 		return tpl.Env, nil
 	}

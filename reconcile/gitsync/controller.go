@@ -41,6 +41,7 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/applier"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/source"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/problem"
 )
 
 // ReasonSuspended is Ready's reason for a GitSync suspended before its
@@ -237,21 +238,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	handled()
 	conditions.Delete(gs, v1.ReconcilingCondition)
 	if p != nil {
-		observeSync(gs.Name, p.reason, start)
+		observeSync(gs.Name, p.Reason, start)
 		if errors.Is(syncCtx.Err(), context.DeadlineExceeded) {
-			p.message += fmt.Sprintf(" (spec.timeout %s exceeded)", timeout)
+			p.Message += fmt.Sprintf(" (spec.timeout %s exceeded)", timeout)
 		}
-		if gs.Status.LastAppliedRevision != "" && p.reason != v1.ReasonHealthCheckFailed {
-			p.message += "; the cluster keeps revision " + gs.Status.LastAppliedRevision
+		if gs.Status.LastAppliedRevision != "" && p.Reason != v1.ReasonHealthCheckFailed {
+			p.Message += "; the cluster keeps revision " + gs.Status.LastAppliedRevision
 		}
-		conditions.MarkFalse(gs, v1.ReadyCondition, p.reason, "%s", p.message)
-		if p.stalled {
-			conditions.MarkStalled(gs, p.reason, "%s", p.message)
-		} else {
-			conditions.Delete(gs, v1.StalledCondition)
-		}
-		if wasReady || previousMessage != p.message {
-			r.recorder.Eventf(gs, nil, corev1.EventTypeWarning, p.reason, "Sync", "%s", p.message)
+		p.Mark(gs)
+		if wasReady || previousMessage != p.Message {
+			r.recorder.Eventf(gs, nil, corev1.EventTypeWarning, p.Reason, "Sync", "%s", p.Message)
 		}
 	} else {
 		observeSync(gs.Name, "success", start)
@@ -347,48 +343,39 @@ func markHandled(gs *v1.GitSync) func() {
 	}
 }
 
-// problem is why a sync failed; stalled when retrying the same revision
-// cannot succeed.
-type problem struct {
-	reason, message string
-	stalled         bool
-}
-
 // sync fetches, reads, validates, applies, prunes and waits for health, in
 // that order, and stops at the first step that fails, so a bad revision
 // writes nothing. Before it creates an object it records it in the
 // inventory through patcher (see gitops/doc.go).
-func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync, patcher *patch.SerialPatcher) (*ssa.ChangeSet, *problem) {
+func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync, patcher *patch.SerialPatcher) (*ssa.ChangeSet, *problem.Problem) {
 	ap, err := r.applierFor(ctx, gs)
 	if err != nil {
-		return nil, &problem{reason: v1.ReasonServiceAccountNotFound, message: err.Error()}
+		return nil, problem.New(v1.ReasonServiceAccountNotFound, "%s", err)
 	}
 	auth, err := r.auth(ctx, gs)
 	if err != nil {
-		return nil, &problem{reason: v1.ReasonAuthenticationFailed, message: err.Error()}
+		return nil, problem.New(v1.ReasonAuthenticationFailed, "%s", err)
 	}
 	co, err := r.fetch(ctx, gs, auth)
 	if err != nil {
-		return nil, &problem{reason: v1.ReasonFetchFailed, message: err.Error()}
+		return nil, problem.New(v1.ReasonFetchFailed, "%s", err)
 	}
 	gs.Status.LastFetchedRevision = string(co.rev)
 	gs.Status.LastAttemptedRevision = string(co.rev)
 
 	declared, err := r.read(gs, co)
 	if err != nil {
-		return nil, &problem{reason: v1.ReasonBuildFailed, stalled: true,
-			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
+		return nil, problem.Stall(v1.ReasonBuildFailed, "revision %s: %v", co.rev, err)
 	}
 	decls := declared.decls
 	live, err := ap.ListLive(ctx, decls)
 	if err != nil {
-		return nil, &problem{reason: v1.ReasonValidationFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
+		return nil, problem.New(v1.ReasonValidationFailed, "revision %s: %v", co.rev, err)
 	}
 	todo := r.changed(gs.UID, declared, live)
 	planned, err := ap.Validate(ctx, todo, false)
 	if err != nil {
-		return nil, &problem{reason: v1.ReasonValidationFailed,
-			message: fmt.Sprintf("revision %s: dry run refused: %v", co.rev, err)}
+		return nil, problem.New(v1.ReasonValidationFailed, "revision %s: dry run refused: %v", co.rev, err)
 	}
 	inventory := applier.Inventory(decls)
 	prune := gs.Spec.Prune == nil || *gs.Spec.Prune
@@ -397,8 +384,7 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync, patcher *patch.Se
 		pruning = applier.Stale(gs.Status.Inventory, inventory)
 	}
 	if err := ap.CheckReferences(ctx, decls, pruning); err != nil {
-		return nil, &problem{reason: v1.ReasonValidationFailed,
-			message: fmt.Sprintf("revision %s: %v", co.rev, err)}
+		return nil, problem.New(v1.ReasonValidationFailed, "revision %s: %v", co.rev, err)
 	}
 	// Crash safety: what this sync may create is in the inventory before
 	// it exists, so a sync killed half-way leaves nothing the next
@@ -406,8 +392,7 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync, patcher *patch.Se
 	if pending := union(gs.Status.Inventory, inventory); len(pending) > len(gs.Status.Inventory) {
 		gs.Status.Inventory = pending
 		if err := patcher.Patch(ctx, gs); err != nil {
-			return nil, &problem{reason: v1.ReasonApplyFailed,
-				message: fmt.Sprintf("revision %s: nothing applied: failed to record the inventory before applying: %v", co.rev, err)}
+			return nil, problem.New(v1.ReasonApplyFailed, "revision %s: nothing applied: failed to record the inventory before applying: %v", co.rev, err)
 		}
 	}
 	changes, err := ap.Apply(ctx, planned)
@@ -416,7 +401,7 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync, patcher *patch.Se
 		r.forget(gs.UID)
 		// The inventory keeps what this sync may have created, so a
 		// later revision prunes it.
-		return changes, &problem{reason: v1.ReasonApplyFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
+		return changes, problem.New(v1.ReasonApplyFailed, "revision %s: %v", co.rev, err)
 	}
 	if prune {
 		pruned, err := ap.Prune(ctx, gs.Status.Inventory, inventory, gs.Name)
@@ -424,14 +409,14 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync, patcher *patch.Se
 			changes.Append(pruned.Entries)
 		}
 		if err != nil {
-			return changes, &problem{reason: v1.ReasonPruneFailed, message: fmt.Sprintf("revision %s: %v", co.rev, err)}
+			return changes, problem.New(v1.ReasonPruneFailed, "revision %s: %v", co.rev, err)
 		}
 	}
 	gs.Status.Inventory = inventory
 	gs.Status.LastAppliedRevision = string(co.rev)
 	live.Record(planned)
 	if err := ap.WaitHealthy(ctx, decls, live, healthInterval); err != nil {
-		return changes, &problem{reason: v1.ReasonHealthCheckFailed, message: fmt.Sprintf("revision %s applied, but %v", co.rev, err)}
+		return changes, problem.New(v1.ReasonHealthCheckFailed, "revision %s applied, but %v", co.rev, err)
 	}
 	r.remember(gs.UID, declared, planned)
 	return changes, nil

@@ -17,7 +17,7 @@ import (
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 )
 
 // TestOnlyTheOwnerGetsIn acts as two developers, each with the
@@ -38,12 +38,12 @@ func TestOnlyTheOwnerGetsIn(t *testing.T) {
 		t.Fatalf("owner defaulted to %q, want %q", mine.Spec.Owner, alice)
 	}
 	waitCondition(t, admin, mine, metav1.ConditionTrue, v1.ReasonPodReady)
-	ns := sandbox.NamespaceName(mine.Name)
+	ns := environment.NamespaceName(mine.Name)
 
 	mayNotActFor(t, "bob", asBob, admin, mine)
-	forbidden(t, "bob reading alice's pod", asBob.Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox.PodName}, &corev1.Pod{}), "")
+	forbidden(t, "bob reading alice's pod", asBob.Get(ctx, types.NamespacedName{Namespace: ns, Name: environment.PodName}, &corev1.Pod{}), "")
 
-	if err := asAlice.Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox.PodName}, &corev1.Pod{}); err != nil {
+	if err := asAlice.Get(ctx, types.NamespacedName{Namespace: ns, Name: environment.PodName}, &corev1.Pod{}); err != nil {
 		t.Errorf("alice reading her own pod: %v", err)
 	}
 	for _, sub := range []string{"exec", "portforward", "log"} {
@@ -195,7 +195,7 @@ func allowed(t *testing.T, c client.Client, user, namespace, verb, subresource s
 	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 		User: user, Groups: []string{"system:authenticated"},
 		ResourceAttributes: &authorizationv1.ResourceAttributes{
-			Namespace: namespace, Verb: verb, Resource: "pods", Subresource: subresource, Name: sandbox.PodName,
+			Namespace: namespace, Verb: verb, Resource: "pods", Subresource: subresource, Name: environment.PodName,
 		},
 	}}
 	if err := c.Create(context.Background(), review); err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
-	"net/netip"
-	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,31 +13,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 )
 
 // claimAttempts bounds how many members one pass tries when claims race for
 // the same member; the losers move on to the next one.
 const claimAttempts = 3
-
-// MemberObjects are the objects of a new warm pool member: the environment
-// a Sandbox of the pool would get, with the pod started, owned by the pool
-// and entered by nobody until a claim binds an owner.
-func MemberObjects(pool *v1.WarmPool, namespace string, tpl *v1.SandboxTemplate, nodePool *v1.NodePool, blocked []netip.Prefix) []client.Object {
-	bp := memberBlueprint(pool, namespace, tpl, nodePool)
-	return append(append([]client.Object{bp.namespaceObject()}, bp.isolation(blocked)...), bp.pod())
-}
-
-func memberBlueprint(pool *v1.WarmPool, namespace string, tpl *v1.SandboxTemplate, nodePool *v1.NodePool) blueprint {
-	l := managedLabels()
-	l[v1.LabelTemplate] = tpl.Name
-	l[v1.LabelWarmPool] = pool.Name
-	l[v1.LabelMember] = v1.MemberAvailable
-	l[v1.LabelTemplateHash] = tpl.Status.ContentHash
-	return blueprint{
-		namespace: namespace, labels: l, template: tpl, nodePool: nodePool, env: tpl.Spec.Env,
-		controller: controllerRef(v1.KindWarmPool, pool),
-	}
-}
 
 // placeSandbox decides the namespace a sandbox lives in: the one it already
 // has, a warm member it claims now (justClaimed), or its own for a cold
@@ -81,11 +60,11 @@ func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res reso
 	switch {
 	case res.warmPool == nil:
 		sbx.Status.LaunchType, sbx.Status.LaunchMessage = v1.LaunchCold, ""
-		return NamespaceName(sbx.Name), false, nil
+		return environment.NamespaceName(sbx.Name), false, nil
 	case len(sbx.Spec.Env) > 0:
 		sbx.Status.LaunchType = v1.LaunchCold
 		sbx.Status.LaunchMessage = "spec.env overrides the template's environment, which forces a cold start"
-		return NamespaceName(sbx.Name), false, nil
+		return environment.NamespaceName(sbx.Name), false, nil
 	}
 	member, err := r.claim(ctx, sbx, res)
 	if err != nil || member != "" {
@@ -96,7 +75,7 @@ func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res reso
 	}
 	sbx.Status.LaunchType = v1.LaunchCold
 	sbx.Status.LaunchMessage = fmt.Sprintf("WarmPool %s had no Ready member; started from its template", res.warmPool.Name)
-	return NamespaceName(sbx.Name), false, nil
+	return environment.NamespaceName(sbx.Name), false, nil
 }
 
 // claim binds a Ready member of the pool to the sandbox with one write: an
@@ -105,7 +84,7 @@ func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res reso
 // pool to the sandbox. Two claims racing for one member cannot both win the
 // update; the loser tries the next member.
 func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (string, error) {
-	members, err := Members(ctx, r.Client, res.warmPool)
+	members, err := environment.Members(ctx, r.Client, res.warmPool)
 	if err != nil {
 		return "", err
 	}
@@ -134,14 +113,14 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 		claimed.Labels[v1.LabelMember] = v1.MemberClaimed
 		claimed.Labels[v1.LabelSandbox] = sbx.Name
 		claimed.Labels[v1.LabelSandboxUID] = string(sbx.UID)
-		claimed.Labels[v1.LabelOwner] = labelSafe(sbx.Spec.Owner)
+		claimed.Labels[v1.LabelOwner] = environment.OwnerLabel(sbx.Spec.Owner)
 		if claimed.Annotations == nil {
 			claimed.Annotations = map[string]string{}
 		}
 		now := metav1.NewTime(time.Now())
 		claimed.Annotations[v1.AnnotationOwner] = sbx.Spec.Owner
 		claimed.Annotations[v1.AnnotationClaimedAt] = now.UTC().Format(time.RFC3339Nano)
-		claimed.OwnerReferences = []metav1.OwnerReference{controllerRef(v1.KindSandbox, sbx)}
+		claimed.OwnerReferences = []metav1.OwnerReference{environment.ControllerRef(v1.KindSandbox, sbx)}
 		err := r.Update(ctx, claimed)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			r.taken.Delete(ns.Name)
@@ -208,58 +187,4 @@ func recoverLaunch(sbx *v1.Sandbox, ns *corev1.Namespace) {
 	if sbx.Spec.WarmPoolRef != nil {
 		sbx.Status.LaunchMessage = fmt.Sprintf("started from WarmPool %s's template", sbx.Spec.WarmPoolRef.Name)
 	}
-}
-
-// Member is an unclaimed member of a warm pool as the cache shows it. The
-// namespace is the cache's own object, not a copy: read it, and DeepCopy
-// it before changing it.
-type Member struct {
-	Namespace *corev1.Namespace
-	// Complete is false while the member's pod does not exist (its build
-	// was cut short, or the cache has not shown it yet).
-	Complete bool
-	Ready    bool
-	// Unschedulable is why the scheduler cannot place the member's pod,
-	// when it said so.
-	Unschedulable string
-}
-
-// Members lists the pool's unclaimed members that are not being deleted.
-// Claims and the pool's own passes look at every member of pools of
-// hundreds, so the cache is read without copying, with one list of the
-// pool's pods instead of a read per member.
-func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member, error) {
-	namespaces := &corev1.NamespaceList{}
-	if err := c.List(ctx, namespaces, client.UnsafeDisableDeepCopy, client.MatchingLabels{
-		v1.LabelWarmPool: pool.Name, v1.LabelMember: v1.MemberAvailable,
-	}); err != nil {
-		return nil, fmt.Errorf("failed to list members of WarmPool %s: %w", pool.Name, err)
-	}
-	pods := &corev1.PodList{}
-	if err := c.List(ctx, pods, client.UnsafeDisableDeepCopy, client.MatchingLabels{v1.LabelWarmPool: pool.Name}); err != nil {
-		return nil, fmt.Errorf("failed to list pods of WarmPool %s: %w", pool.Name, err)
-	}
-	podOf := make(map[string]*corev1.Pod, len(pods.Items))
-	for i := range pods.Items {
-		if pods.Items[i].Name == PodName {
-			podOf[pods.Items[i].Namespace] = &pods.Items[i]
-		}
-	}
-	members := make([]Member, 0, len(namespaces.Items))
-	for i := range namespaces.Items {
-		ns := &namespaces.Items[i]
-		if ns.DeletionTimestamp != nil || !metav1.IsControlledBy(ns, pool) {
-			continue
-		}
-		m := Member{Namespace: ns}
-		if pod := podOf[ns.Name]; pod != nil {
-			m.Complete, m.Ready, m.Unschedulable = true, PodReady(pod), Unschedulable(pod)
-		}
-		members = append(members, m)
-	}
-	// Oldest first: a pool trims the newest, and claims spread from there.
-	sort.Slice(members, func(i, j int) bool {
-		return members[i].Namespace.CreationTimestamp.Before(&members[j].Namespace.CreationTimestamp)
-	})
-	return members, nil
 }

@@ -33,34 +33,15 @@ import (
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/apply"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/index"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/problem"
 )
 
 // settlingRetry is how soon a pod refused because its namespace is too new
 // is tried again: the controller manager completes a namespace moments
 // after it is created.
 const settlingRetry = 500 * time.Millisecond
-
-// NamespaceSettling tells the refusal of a pod in a namespace so new that
-// the controller manager has not completed it yet, and says what the pod
-// waits for: the namespace's default ServiceAccount (the ServiceAccount
-// admission plugin refuses the pod even though it mounts no token), or the
-// first count of its ResourceQuota (quota admission refuses every pod while
-// a quota's status is unknown, which under load lasts seconds). The API
-// gives neither case a reason of its own, so they are told by their
-// messages. Neither is a failure to back off from.
-func NamespaceSettling(err error) (waitingFor string, ok bool) {
-	if !apierrors.IsForbidden(err) {
-		return "", false
-	}
-	switch msg := err.Error(); {
-	case strings.Contains(msg, "error looking up service account"):
-		return "the namespace's default ServiceAccount, which the controller manager creates", true
-	case strings.Contains(msg, "status unknown for quota"):
-		return "the controller manager's first count of the namespace's ResourceQuota", true
-	}
-	return "", false
-}
 
 // waitRetry is how often a sandbox waiting on something the controller does
 // not watch (a warm pool's template) looks again.
@@ -101,7 +82,7 @@ func NewReconciler(mgr ctrl.Manager) *Reconciler {
 		Client:        mgr.GetClient(),
 		apiReader:     mgr.GetAPIReader(),
 		recorder:      mgr.GetEventRecorder("sandbox-controller"),
-		BlockedEgress: DefaultBlockedEgress,
+		BlockedEgress: environment.DefaultBlockedEgress,
 	}
 }
 
@@ -184,7 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	if waiting != nil {
-		return waiting.mark(sbx)
+		return mark(sbx, waiting)
 	}
 	conditions.Delete(sbx, v1.StalledCondition)
 
@@ -202,7 +183,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 
 	namespace, justClaimed, err := r.placeSandbox(ctx, sbx, res)
 	if err != nil {
-		conditions.MarkFalse(sbx, v1.ReadyCondition, "PlacementFailed", "%v", err)
+		conditions.MarkFalse(sbx, v1.ReadyCondition, v1.ReasonPlacementFailed, "%v", err)
 		return ctrl.Result{}, err
 	}
 	if namespace == "" {
@@ -213,25 +194,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		sbx.Status.Phase = v1.SandboxPhasePending
 		return ctrl.Result{RequeueAfter: waitRetry}, nil
 	}
-	bp := sandboxBlueprint(sbx, namespace, res.template, res.nodePool, res.env)
+	bp := environment.ForSandbox(sbx, namespace, res.template, res.nodePool, res.env)
 	created := false
 	if !justClaimed {
-		var taken *wait
+		var taken *problem.Problem
 		if created, taken, err = r.ensureNamespace(ctx, sbx, bp); err != nil {
-			conditions.MarkFalse(sbx, v1.ReadyCondition, "ApplyFailed", "%v", err)
+			conditions.MarkFalse(sbx, v1.ReadyCondition, v1.ReasonApplyFailed, "%v", err)
 			return ctrl.Result{}, err
 		}
 		if taken != nil {
 			sbx.Status.Phase = v1.SandboxPhasePending
-			return taken.mark(sbx)
+			return mark(sbx, taken)
 		}
 	}
 	if err := r.applyEnvironment(ctx, bp, justClaimed, created); err != nil {
-		conditions.MarkFalse(sbx, v1.ReadyCondition, "ApplyFailed", "%v", err)
+		conditions.MarkFalse(sbx, v1.ReadyCondition, v1.ReasonApplyFailed, "%v", err)
 		return ctrl.Result{}, err
 	}
 	pod, err := r.convergePod(ctx, bp, desired)
-	waitingFor, settling := NamespaceSettling(err)
+	waitingFor, settling := environment.NamespaceSettling(err)
 	if errors.Is(err, errQuotaRecount) {
 		waitingFor, settling = "the namespace's ResourceQuota to be counted again: it counted pods that were never created", true
 	}
@@ -292,33 +273,21 @@ type writtenStatus struct {
 	status []byte
 }
 
-// wait is a reason the sandbox cannot be built yet, or (terminal) not
-// without a change elsewhere.
-type wait struct {
-	reason, message string
-	terminal        bool
-	// unwatched marks a terminal wait on something the controller does not
-	// watch (a namespace that is not the reconciler's is not in the cache,
-	// so its deletion is not seen): it is looked at again every waitRetry.
-	unwatched bool
-}
-
-// mark records the wait in the conditions and says when to look again. A
-// terminal wait is Stalled: only a change elsewhere helps, and a spec
-// change or a referenced object's change brings the sandbox back.
-func (w *wait) mark(sbx *v1.Sandbox) (ctrl.Result, error) {
-	conditions.MarkFalse(sbx, v1.ReadyCondition, w.reason, "%s", w.message)
+// mark records a problem in the conditions and says when to look again. A
+// stalled problem needs a change elsewhere, and a spec change or a
+// referenced object's change brings the sandbox back; one on something the
+// controller does not watch is looked at again every waitRetry. Any other
+// problem is waited out, every waitRetry.
+func mark(sbx *v1.Sandbox, p *problem.Problem) (ctrl.Result, error) {
+	p.Mark(sbx)
 	switch {
-	case w.terminal && w.unwatched:
-		conditions.MarkStalled(sbx, w.reason, "%s", w.message)
+	case p.Stalled && p.Unwatched:
 		conditions.Delete(sbx, v1.ReconcilingCondition)
 		return ctrl.Result{RequeueAfter: waitRetry}, nil
-	case w.terminal:
-		conditions.MarkStalled(sbx, w.reason, "%s", w.message)
-		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("%s", w.message))
+	case p.Stalled:
+		return ctrl.Result{}, reconcile.TerminalError(p)
 	}
-	conditions.Delete(sbx, v1.StalledCondition)
-	conditions.MarkReconciling(sbx, w.reason, "%s", w.message)
+	conditions.MarkReconciling(sbx, p.Reason, "%s", p.Message)
 	return ctrl.Result{RequeueAfter: waitRetry}, nil
 }
 
@@ -335,9 +304,9 @@ type resolved struct {
 
 // resolve finds the template (directly or through the warm pool), the node
 // pool and the merged environment.
-func (r *Reconciler) resolve(ctx context.Context, sbx *v1.Sandbox) (resolved, *wait, error) {
+func (r *Reconciler) resolve(ctx context.Context, sbx *v1.Sandbox) (resolved, *problem.Problem, error) {
 	var res resolved
-	templateName := ""
+	referrer, templateName := "spec.templateRef", ""
 	switch {
 	case sbx.Spec.TemplateRef != nil:
 		templateName = sbx.Spec.TemplateRef.Name
@@ -345,37 +314,20 @@ func (r *Reconciler) resolve(ctx context.Context, sbx *v1.Sandbox) (resolved, *w
 		res.warmPool = &v1.WarmPool{}
 		if err := r.Get(ctx, types.NamespacedName{Name: sbx.Spec.WarmPoolRef.Name}, res.warmPool); err != nil {
 			if apierrors.IsNotFound(err) {
-				return res, &wait{reason: v1.ReasonWarmPoolNotFound, message: fmt.Sprintf("WarmPool %q does not exist", sbx.Spec.WarmPoolRef.Name)}, nil
+				return res, problem.New(v1.ReasonWarmPoolNotFound, "spec.warmPoolRef names WarmPool %q, which does not exist; create it or fix the reference", sbx.Spec.WarmPoolRef.Name), nil
 			}
 			return res, nil, fmt.Errorf("failed to get WarmPool %s: %w", sbx.Spec.WarmPoolRef.Name, err)
 		}
+		referrer = fmt.Sprintf("WarmPool %q's spec.templateRef", res.warmPool.Name)
 		templateName = res.warmPool.Spec.TemplateRef.Name
 	}
-	res.template = &v1.SandboxTemplate{}
-	if err := r.Get(ctx, types.NamespacedName{Name: templateName}, res.template); err != nil {
-		if apierrors.IsNotFound(err) {
-			return res, &wait{reason: v1.ReasonTemplateNotFound, message: fmt.Sprintf("SandboxTemplate %q does not exist", templateName)}, nil
-		}
-		return res, nil, fmt.Errorf("failed to get SandboxTemplate %s: %w", templateName, err)
+	var p *problem.Problem
+	var err error
+	if res.template, res.nodePool, p, err = environment.ReadyTemplate(ctx, r.Client, referrer, templateName); p != nil || err != nil {
+		return res, p, err
 	}
-	if c := conditions.Get(res.template, v1.ReadyCondition); c == nil || c.Status != metav1.ConditionTrue ||
-		res.template.Status.ObservedGeneration != res.template.Generation {
-		msg := fmt.Sprintf("SandboxTemplate %q is not Ready yet", templateName)
-		if c != nil && c.Status == metav1.ConditionFalse {
-			msg = fmt.Sprintf("SandboxTemplate %q is not Ready: %s", templateName, c.Message)
-		}
-		return res, &wait{reason: v1.ReasonTemplateNotReady, message: msg}, nil
-	}
-	env, err := mergeEnv(res.template.Spec, sbx.Spec.Env)
-	if err != nil {
-		return res, &wait{reason: v1.ReasonEnvVarsInjectionRejected, message: err.Error(), terminal: true}, nil
-	}
-	res.env = env
-	if ref := res.template.Spec.NodePoolRef; ref != nil {
-		res.nodePool = &v1.NodePool{}
-		if err := r.Get(ctx, types.NamespacedName{Name: ref.Name}, res.nodePool); err != nil {
-			return res, nil, fmt.Errorf("failed to get NodePool %s: %w", ref.Name, err)
-		}
+	if res.env, err = environment.MergeEnv(res.template.Spec, sbx.Spec.Env); err != nil {
+		return res, problem.Stall(v1.ReasonEnvVarsInjectionRejected, "%s", err), nil
 	}
 	return res, nil, nil
 }
@@ -386,13 +338,13 @@ func (r *Reconciler) resolve(ctx context.Context, sbx *v1.Sandbox) (resolved, *w
 // first, unless this pass created it as it should be. Right after a claim
 // the cache has not seen the claimed namespace yet, and the member's
 // objects are already right, so only the owner's binding is written.
-func (r *Reconciler) applyEnvironment(ctx context.Context, bp blueprint, justClaimed, justCreated bool) error {
-	objs := []client.Object{bp.roleBinding()}
+func (r *Reconciler) applyEnvironment(ctx context.Context, bp environment.Blueprint, justClaimed, justCreated bool) error {
+	objs := []client.Object{bp.RoleBinding()}
 	if !justClaimed {
-		objs = append(bp.isolation(r.BlockedEgress), objs...)
+		objs = append(bp.Isolation(r.BlockedEgress), objs...)
 	}
 	if !justClaimed && !justCreated {
-		objs = append([]client.Object{bp.namespaceObject()}, objs...)
+		objs = append([]client.Object{bp.NamespaceObject()}, objs...)
 	}
 	for _, obj := range objs {
 		if _, err := apply.IfChanged(ctx, r.Client, obj); err != nil {
@@ -405,9 +357,9 @@ func (r *Reconciler) applyEnvironment(ctx context.Context, bp blueprint, justCla
 // convergePod creates the pod when the sandbox should run and deletes it
 // when it should not. A running pod is never rewritten: template changes
 // reach a sandbox when it is next started.
-func (r *Reconciler) convergePod(ctx context.Context, bp blueprint, desired v1.SandboxState) (*corev1.Pod, error) {
+func (r *Reconciler) convergePod(ctx context.Context, bp environment.Blueprint, desired v1.SandboxState) (*corev1.Pod, error) {
 	pod := &corev1.Pod{}
-	key := types.NamespacedName{Namespace: bp.namespace, Name: PodName}
+	key := types.NamespacedName{Namespace: bp.Namespace(), Name: environment.PodName}
 	if err := r.Get(ctx, key, pod); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("failed to get pod %s: %w", key, err)
@@ -425,7 +377,7 @@ func (r *Reconciler) convergePod(ctx context.Context, bp blueprint, desired v1.S
 			return pod, fmt.Errorf("failed to delete failed pod %s: %w", key, err)
 		}
 	case desired == v1.SandboxRunning && pod == nil:
-		pod = bp.pod()
+		pod = bp.Pod()
 		err := r.Create(ctx, pod)
 		if overcharged(err) {
 			return r.recountQuota(ctx, bp)
@@ -444,7 +396,7 @@ var errQuotaRecount = errors.New("the namespace's ResourceQuota counted pods tha
 
 // overcharged tells a pod refused by the sandbox's own quota.
 func overcharged(err error) bool {
-	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota: "+quotaName)
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "exceeded quota: "+environment.QuotaName)
 }
 
 // recountQuota handles a sandbox pod refused by the namespace's quota
@@ -456,17 +408,17 @@ func overcharged(err error) bool {
 // pod the cache did not show yet is returned; otherwise the quota is
 // deleted, the next pass creates it again, and the controller manager
 // counts the new one from what exists.
-func (r *Reconciler) recountQuota(ctx context.Context, bp blueprint) (*corev1.Pod, error) {
+func (r *Reconciler) recountQuota(ctx context.Context, bp environment.Blueprint) (*corev1.Pod, error) {
 	pod := &corev1.Pod{}
-	err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: bp.namespace, Name: PodName}, pod)
+	err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: bp.Namespace(), Name: environment.PodName}, pod)
 	if err == nil {
 		return pod, nil
 	}
 	if !apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("failed to get pod %s/%s: %w", bp.namespace, PodName, err)
+		return nil, fmt.Errorf("failed to get pod %s/%s: %w", bp.Namespace(), environment.PodName, err)
 	}
-	if err := r.Delete(ctx, bp.resourceQuota()); client.IgnoreNotFound(err) != nil {
-		return nil, fmt.Errorf("failed to delete ResourceQuota %s/%s to have it counted again: %w", bp.namespace, quotaName, err)
+	if err := r.Delete(ctx, bp.ResourceQuota()); client.IgnoreNotFound(err) != nil {
+		return nil, fmt.Errorf("failed to delete ResourceQuota %s/%s to have it counted again: %w", bp.Namespace(), environment.QuotaName, err)
 	}
 	return nil, errQuotaRecount
 }

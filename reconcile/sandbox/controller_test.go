@@ -14,7 +14,7 @@ import (
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/apply"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 )
 
 func TestColdStartBuildsAnIsolatedSandbox(t *testing.T) {
@@ -31,7 +31,7 @@ func TestColdStartBuildsAnIsolatedSandbox(t *testing.T) {
 		}
 	}
 	s := got.Status
-	if s.Phase != v1.SandboxPhaseRunning || s.Namespace != "sandbox-"+sbx.Name || s.PodName != sandbox.PodName ||
+	if s.Phase != v1.SandboxPhaseRunning || s.Namespace != "sandbox-"+sbx.Name || s.PodName != environment.PodName ||
 		s.PodIP == "" || s.LaunchType != v1.LaunchCold {
 		t.Errorf("status %+v", s)
 	}
@@ -55,13 +55,13 @@ func TestStopAndStartKeepTheWorkspace(t *testing.T) {
 	tpl := newTemplate(t, c, func(tpl *v1.SandboxTemplate) { tpl.Spec.Workspace.Persistent = true })
 	sbx := newSandbox(t, c, tpl, nil)
 	waitCondition(t, c, sbx, metav1.ConditionTrue, v1.ReasonPodReady)
-	ns := sandbox.NamespaceName(sbx.Name)
+	ns := environment.NamespaceName(sbx.Name)
 	pvc := &corev1.PersistentVolumeClaim{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: v1.WorkspaceName}, pvc); err != nil {
 		t.Fatalf("workspace claim: %v", err)
 	}
 	firstPod := &corev1.Pod{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox.PodName}, firstPod); err != nil {
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: environment.PodName}, firstPod); err != nil {
 		t.Fatal(err)
 	}
 
@@ -71,7 +71,7 @@ func TestStopAndStartKeepTheWorkspace(t *testing.T) {
 		t.Errorf("stopped status %+v", stopped.Status)
 	}
 	testcluster.Eventually(t, "pod deleted", func() (bool, string) {
-		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox.PodName}, &corev1.Pod{})
+		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: environment.PodName}, &corev1.Pod{})
 		return apierrors.IsNotFound(err), "pod still there"
 	})
 	assertIsolated(t, c, stopped)
@@ -83,7 +83,7 @@ func TestStopAndStartKeepTheWorkspace(t *testing.T) {
 		t.Fatalf("workspace claim after restart: uid %s, was %s (err %v)", again.UID, pvc.UID, err)
 	}
 	secondPod := &corev1.Pod{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: sandbox.PodName}, secondPod); err != nil {
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: environment.PodName}, secondPod); err != nil {
 		t.Fatal(err)
 	}
 	if secondPod.UID == firstPod.UID || secondPod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != v1.WorkspaceName {
@@ -103,11 +103,11 @@ func TestDeleteLeavesNothingBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	testcluster.Eventually(t, "namespace gone", func() (bool, string) {
-		err := c.Get(ctx, types.NamespacedName{Name: sandbox.NamespaceName(sbx.Name)}, &corev1.Namespace{})
+		err := c.Get(ctx, types.NamespacedName{Name: environment.NamespaceName(sbx.Name)}, &corev1.Namespace{})
 		return apierrors.IsNotFound(err), "namespace still exists"
 	})
 	pvcs := &corev1.PersistentVolumeClaimList{}
-	if err := c.List(ctx, pvcs, client.InNamespace(sandbox.NamespaceName(sbx.Name))); err != nil || len(pvcs.Items) != 0 {
+	if err := c.List(ctx, pvcs, client.InNamespace(environment.NamespaceName(sbx.Name))); err != nil || len(pvcs.Items) != 0 {
 		t.Errorf("claims left: %d (%v)", len(pvcs.Items), err)
 	}
 }
@@ -130,7 +130,7 @@ func TestExpiry(t *testing.T) {
 	if expired.Status.Phase != v1.SandboxPhaseStopped || expired.Status.ShutdownAt == nil {
 		t.Errorf("expired sandbox status %+v", expired.Status)
 	}
-	if err := c.Get(ctx, types.NamespacedName{Name: sandbox.NamespaceName(stop.Name)}, &corev1.Namespace{}); err != nil {
+	if err := c.Get(ctx, types.NamespacedName{Name: environment.NamespaceName(stop.Name)}, &corev1.Namespace{}); err != nil {
 		t.Errorf("an expired sandbox with policy Stop lost its namespace: %v", err)
 	}
 	testcluster.Eventually(t, "expired sandbox with policy Delete deleted", func() (bool, string) {

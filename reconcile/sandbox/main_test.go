@@ -19,8 +19,8 @@ import (
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
 )
 
 func TestMain(m *testing.M) {
@@ -147,12 +147,12 @@ func assertIsolated(t *testing.T, c client.Client, sbx *v1.Sandbox) {
 	if err := c.Get(ctx, types.NamespacedName{Namespace: nsName, Name: "sandbox-owner"}, rb); err != nil {
 		t.Fatalf("role binding: %v", err)
 	}
-	if len(rb.Subjects) != 1 || rb.Subjects[0].Name != sbx.Spec.Owner || rb.RoleRef.Name != sandbox.OwnerClusterRole {
+	if len(rb.Subjects) != 1 || rb.Subjects[0].Name != sbx.Spec.Owner || rb.RoleRef.Name != environment.OwnerClusterRole {
 		t.Errorf("role binding grants %+v to %+v, want only the owner %s", rb.RoleRef, rb.Subjects, sbx.Spec.Owner)
 	}
 
 	pod := &corev1.Pod{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: nsName, Name: sandbox.PodName}, pod); err != nil {
+	if err := c.Get(ctx, types.NamespacedName{Namespace: nsName, Name: environment.PodName}, pod); err != nil {
 		if apierrors.IsNotFound(err) {
 			return // a stopped sandbox has no pod to check
 		}

@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/problem"
 )
 
 // A sandbox's namespace is its only if the reconciler created it for that
@@ -39,16 +41,16 @@ func ownsNamespace(ns *corev1.Namespace, sbx *v1.Sandbox) bool {
 
 // ensureNamespace makes sure the sandbox's namespace exists and is the
 // sandbox's own, creating it when it is missing. created says this pass
-// created it (its objects are all still to be made); a non-nil wait says
+// created it (its objects are all still to be made); a non-nil taken says
 // why the sandbox cannot use the name, and nothing in that namespace was
 // changed. Only an answer that the namespace is the sandbox's is taken from
 // the cache: it may lag behind a claim or a deletion, so anything else is
 // asked of the API server, which is rare and off the claim path.
-func (r *Reconciler) ensureNamespace(ctx context.Context, sbx *v1.Sandbox, bp blueprint) (created bool, problem *wait, err error) {
-	if c, ok := r.claims.Load(sbx.Name); ok && c.(memberClaim).sandbox == sbx.UID && c.(memberClaim).namespace.Name == bp.namespace {
+func (r *Reconciler) ensureNamespace(ctx context.Context, sbx *v1.Sandbox, bp environment.Blueprint) (created bool, taken *problem.Problem, err error) {
+	if c, ok := r.claims.Load(sbx.Name); ok && c.(memberClaim).sandbox == sbx.UID && c.(memberClaim).namespace.Name == bp.Namespace() {
 		return false, nil, nil // claimed by this process; the cache may not show it yet
 	}
-	key := types.NamespacedName{Name: bp.namespace}
+	key := types.NamespacedName{Name: bp.Namespace()}
 	ns := &corev1.Namespace{}
 	switch err = r.Get(ctx, key, ns); {
 	case err == nil && ownsNamespace(ns, sbx):
@@ -56,19 +58,19 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, sbx *v1.Sandbox, bp bl
 	case err == nil:
 		err = r.apiReader.Get(ctx, key, ns)
 	case !apierrors.IsNotFound(err):
-		return false, nil, fmt.Errorf("failed to get namespace %s: %w", bp.namespace, err)
+		return false, nil, fmt.Errorf("failed to get namespace %s: %w", bp.Namespace(), err)
 	}
 	if apierrors.IsNotFound(err) {
-		if err = r.Create(ctx, bp.namespaceObject()); err == nil {
+		if err = r.Create(ctx, bp.NamespaceObject()); err == nil {
 			return true, nil, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
-			return false, nil, fmt.Errorf("failed to create namespace %s: %w", bp.namespace, err)
+			return false, nil, fmt.Errorf("failed to create namespace %s: %w", bp.Namespace(), err)
 		}
 		err = r.apiReader.Get(ctx, key, ns)
 	}
 	if err != nil {
-		return false, nil, fmt.Errorf("failed to get namespace %s: %w", bp.namespace, err)
+		return false, nil, fmt.Errorf("failed to get namespace %s: %w", bp.Namespace(), err)
 	}
 	if ownsNamespace(ns, sbx) {
 		return false, nil, nil
@@ -80,20 +82,22 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, sbx *v1.Sandbox, bp bl
 // sandbox's. An environment an earlier Sandbox of the same name left behind
 // is deleted (that Sandbox is gone, so nobody is entitled to it); anything
 // else is a conflict the sandbox waits on, touching nothing.
-func (r *Reconciler) namespaceTaken(ctx context.Context, sbx *v1.Sandbox, ns *corev1.Namespace) *wait {
+func (r *Reconciler) namespaceTaken(ctx context.Context, sbx *v1.Sandbox, ns *corev1.Namespace) *problem.Problem {
 	if ns.DeletionTimestamp == nil && leftBehind(ns, sbx) {
 		if err := r.deleteEnvironment(ctx, ns); err != nil {
-			return &wait{reason: v1.ReasonNamespaceTerminating, message: fmt.Sprintf(
-				"namespace %s was left by an earlier sandbox named %s and could not be deleted yet: %v", ns.Name, sbx.Name, err)}
+			return problem.New(v1.ReasonNamespaceTerminating,
+				"namespace %s was left by an earlier sandbox named %s and could not be deleted yet: %v", ns.Name, sbx.Name, err)
 		}
 		ns.DeletionTimestamp = &metav1.Time{}
 	}
 	if ns.DeletionTimestamp != nil {
-		return &wait{reason: v1.ReasonNamespaceTerminating, message: fmt.Sprintf(
-			"namespace %s is still being deleted; the sandbox starts in a new namespace once it is gone", ns.Name)}
+		return problem.New(v1.ReasonNamespaceTerminating,
+			"namespace %s is still being deleted; the sandbox starts in a new namespace once it is gone", ns.Name)
 	}
-	return &wait{reason: v1.ReasonNamespaceConflict, terminal: true, unwatched: true, message: fmt.Sprintf(
-		"namespace %s exists and does not belong to this sandbox; nothing in it was changed. Delete the namespace or choose another sandbox name", ns.Name)}
+	conflict := problem.Stall(v1.ReasonNamespaceConflict,
+		"namespace %s exists and does not belong to this sandbox; nothing in it was changed. Delete the namespace or choose another sandbox name", ns.Name)
+	conflict.Unwatched = true
+	return conflict
 }
 
 // leftBehind tells the environment of an earlier Sandbox of the same name:

@@ -6,20 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 )
-
-// PodReady is the Ready rule: the pod is Running, Ready and has an IP.
-func PodReady(pod *corev1.Pod) bool {
-	if pod == nil || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
-		return false
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
 
 // observed is what one reconcile saw of a sandbox's pod.
 type observed struct {
@@ -44,7 +32,7 @@ func phaseOf(o observed) (phase v1.SandboxPhase, ready bool, reason, message str
 		return v1.SandboxPhaseStarting, false, v1.ReasonPodStarting, "waiting for the previous pod to terminate"
 	case o.pod.Status.Phase == corev1.PodFailed:
 		return v1.SandboxPhaseFailed, false, v1.ReasonPodFailed, "pod failed: " + o.pod.Status.Message
-	case PodReady(o.pod):
+	case environment.PodReady(o.pod):
 		message := "pod " + o.pod.Name + " is running and ready at " + o.pod.Status.PodIP
 		if restarts := restartReport(o.pod); restarts != "" {
 			message += "; " + restarts
@@ -62,7 +50,7 @@ func phaseOf(o observed) (phase v1.SandboxPhase, ready bool, reason, message str
 // kubelet reports one.
 func sandboxContainer(pod *corev1.Pod) *corev1.ContainerStatus {
 	for i := range pod.Status.ContainerStatuses {
-		if pod.Status.ContainerStatuses[i].Name == ContainerName {
+		if pod.Status.ContainerStatuses[i].Name == environment.ContainerName {
 			return &pod.Status.ContainerStatuses[i]
 		}
 	}
@@ -117,7 +105,7 @@ func lastExit(t *corev1.ContainerStateTerminated) string {
 
 // startingMessage says what the pod waits for, e.g. scheduling.
 func startingMessage(pod *corev1.Pod) string {
-	if why := Unschedulable(pod); why != "" {
+	if why := environment.Unschedulable(pod); why != "" {
 		return "pod not scheduled: " + why
 	}
 	phase := pod.Status.Phase
@@ -125,15 +113,4 @@ func startingMessage(pod *corev1.Pod) string {
 		phase = corev1.PodPending
 	}
 	return "pod is " + string(phase) + ", waiting for it to be ready"
-}
-
-// Unschedulable is why the scheduler has not placed the pod, as it said in
-// the pod's PodScheduled condition, or "" when it has not said.
-func Unschedulable(pod *corev1.Pod) string {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
-			return c.Message
-		}
-	}
-	return ""
 }

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 )
 
 // What the kubelet of a real node reports about a container that cannot
@@ -50,9 +51,9 @@ func TestContainerTroubleReachesTheStatus(t *testing.T) {
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.status.Name = ContainerName
+			tc.status.Name = environment.ContainerName
 			pod := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, ContainerStatuses: []corev1.ContainerStatus{tc.status}}}
-			pod.Name = PodName
+			pod.Name = environment.PodName
 			if tc.ready {
 				pod.Status.Phase, pod.Status.PodIP = corev1.PodRunning, "10.244.0.7"
 				pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}

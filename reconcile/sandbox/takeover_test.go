@@ -16,7 +16,7 @@ import (
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 )
 
 // TestExistingNamespaceIsNotAdopted: an administrator's namespace that
@@ -33,7 +33,7 @@ func TestExistingNamespaceIsNotAdopted(t *testing.T) {
 	tpl := newTemplate(t, admin, nil)
 
 	name := testcluster.Name("taken")
-	theirs := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sandbox.NamespaceName(name), Labels: map[string]string{"team": "platform"}}}
+	theirs := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: environment.NamespaceName(name), Labels: map[string]string{"team": "platform"}}}
 	if err := admin.Create(ctx, theirs); err != nil {
 		t.Fatal(err)
 	}
@@ -153,11 +153,11 @@ func TestSandboxNamedLikeAMemberTakesNothing(t *testing.T) {
 	}
 	member := &members.Items[0]
 	memberPod := &corev1.Pod{}
-	if err := admin.Get(ctx, types.NamespacedName{Namespace: member.Name, Name: sandbox.PodName}, memberPod); err != nil {
+	if err := admin.Get(ctx, types.NamespacedName{Namespace: member.Name, Name: environment.PodName}, memberPod); err != nil {
 		t.Fatal(err)
 	}
 
-	crafted := createAs(t, asAlice, admin, strings.TrimPrefix(member.Name, sandbox.NamespacePrefix), fromTemplate(tpl))
+	crafted := createAs(t, asAlice, admin, strings.TrimPrefix(member.Name, environment.NamespacePrefix), fromTemplate(tpl))
 	waitCondition(t, admin, crafted, metav1.ConditionFalse, v1.ReasonNamespaceConflict, "namespace "+member.Name+" exists")
 	assertUntouched(t, admin, member, memberPod)
 	if allowed(t, admin, alice, member.Name, "create", "exec") {
@@ -188,7 +188,7 @@ func TestSandboxNamedLikeAMemberTakesNothing(t *testing.T) {
 func adminPod(t *testing.T, admin client.Client, namespace string) *corev1.Pod {
 	t.Helper()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: sandbox.PodName, Namespace: namespace, Labels: map[string]string{"app": "admin-tool"}},
+		ObjectMeta: metav1.ObjectMeta{Name: environment.PodName, Namespace: namespace, Labels: map[string]string{"app": "admin-tool"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "tool", Image: "registry.example/admin-tool:1"}}},
 	}
 	testcluster.Eventually(t, "administrator's pod created", func() (bool, string) {
@@ -239,7 +239,7 @@ func assertFresh(t *testing.T, c client.Client, sbx *v1.Sandbox, oldNamespace, o
 			sbx.Name, ns.Name, ns.UID, ns.DeletionTimestamp, ns.OwnerReferences, ns.Labels)
 	}
 	pod := &corev1.Pod{}
-	if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns.Name, Name: sandbox.PodName}, pod); err != nil {
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns.Name, Name: environment.PodName}, pod); err != nil {
 		t.Fatal(err)
 	}
 	if pod.UID == oldPod || pod.CreationTimestamp.Before(&sbx.CreationTimestamp) {
@@ -255,7 +255,7 @@ func uidOf(t *testing.T, c client.Client, namespace string) (types.UID, types.UI
 	if err := c.Get(context.Background(), types.NamespacedName{Name: namespace}, ns); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Get(context.Background(), types.NamespacedName{Namespace: namespace, Name: sandbox.PodName}, pod); err != nil {
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: namespace, Name: environment.PodName}, pod); err != nil {
 		t.Fatal(err)
 	}
 	return ns.UID, pod.UID

@@ -24,6 +24,7 @@ import (
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/index"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/problem"
 )
 
 // Reconciler reconciles SandboxTemplates.
@@ -101,23 +102,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	setConditions(tpl, p)
 	switch {
 	case p != nil && (wasReady || tpl.Generation != tpl.Status.ObservedGeneration):
-		r.recorder.Eventf(tpl, nil, corev1.EventTypeWarning, p.reason, "Validate", p.message)
+		r.recorder.Eventf(tpl, nil, corev1.EventTypeWarning, p.Reason, "Validate", p.Message)
 	case p == nil && wasInvalid:
 		r.recorder.Eventf(tpl, nil, corev1.EventTypeNormal, v1.ReasonValid, "Validate", "template is valid; content hash %s", hash)
 	}
-	if p != nil && p.terminal {
-		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("%s", p.message))
+	if p != nil && p.Stalled {
+		return ctrl.Result{}, reconcile.TerminalError(p)
 	}
 	return ctrl.Result{}, nil
 }
 
 // checkNodePool reports a missing node pool as a problem, not an error: the
 // pool may simply not be created yet, and its creation requeues the template.
-func (r *Reconciler) checkNodePool(ctx context.Context, name string) (*problem, error) {
+func (r *Reconciler) checkNodePool(ctx context.Context, name string) (*problem.Problem, error) {
 	err := r.Get(ctx, types.NamespacedName{Name: name}, &v1.NodePool{})
 	if apierrors.IsNotFound(err) {
-		return &problem{reason: v1.ReasonNodePoolNotFound,
-			message: fmt.Sprintf("spec.nodePoolRef names NodePool %q, which does not exist; create it or fix the reference", name)}, nil
+		return problem.New(v1.ReasonNodePoolNotFound,
+			"spec.nodePoolRef names NodePool %q, which does not exist; create it or fix the reference", name), nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("failed to get NodePool %s: %w", name, err)
@@ -126,19 +127,14 @@ func (r *Reconciler) checkNodePool(ctx context.Context, name string) (*problem, 
 }
 
 // setConditions turns the verdict into kstatus conditions.
-func setConditions(tpl *v1.SandboxTemplate, p *problem) {
+func setConditions(tpl *v1.SandboxTemplate, p *problem.Problem) {
 	conditions.Delete(tpl, v1.ReconcilingCondition)
-	switch {
-	case p == nil:
-		conditions.MarkTrue(tpl, v1.ReadyCondition, v1.ReasonValid, "template is valid")
-		conditions.Delete(tpl, v1.StalledCondition)
-	case p.terminal:
-		conditions.MarkFalse(tpl, v1.ReadyCondition, p.reason, "%s", p.message)
-		conditions.MarkStalled(tpl, p.reason, "%s", p.message)
-	default:
-		conditions.MarkFalse(tpl, v1.ReadyCondition, p.reason, "%s", p.message)
-		conditions.Delete(tpl, v1.StalledCondition)
+	if p != nil {
+		p.Mark(tpl)
+		return
 	}
+	conditions.MarkTrue(tpl, v1.ReadyCondition, v1.ReasonValid, "template is valid")
+	conditions.Delete(tpl, v1.StalledCondition)
 }
 
 func (r *Reconciler) templatesOfPool(ctx context.Context, pool client.Object) []reconcile.Request {

@@ -4,44 +4,34 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"net/netip"
 
 	"github.com/distribution/reference"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/problem"
 )
-
-// problem is why a template cannot be used, phrased for the person who has
-// to fix it.
-type problem struct {
-	reason  string
-	message string
-	// terminal problems need a spec change; the others (a node pool not
-	// created yet) resolve themselves when the cluster catches up.
-	terminal bool
-}
 
 // validateSpec checks what the CRD schema cannot: that the image reference
 // parses as the container runtime will parse it, that every egress exception
 // lies inside its rule's CIDR (the NetworkPolicy API refuses it otherwise, and
 // a sandbox would fail at its first start), and that port names are unique.
-func validateSpec(spec v1.SandboxTemplateSpec) *problem {
+func validateSpec(spec v1.SandboxTemplateSpec) *problem.Problem {
 	if _, err := reference.ParseNormalizedNamed(spec.Image); err != nil {
-		return &problem{v1.ReasonInvalidImage, fmt.Sprintf("spec.image %q is not a valid image reference: %v", spec.Image, err), true}
+		return problem.Stall(v1.ReasonInvalidImage, "spec.image %q is not a valid image reference: %v", spec.Image, err)
 	}
 	for i, rule := range spec.Network.Egress {
 		cidr, err := netip.ParsePrefix(rule.CIDR)
 		if err != nil {
-			return &problem{v1.ReasonInvalidEgress, fmt.Sprintf("spec.network.egress[%d].cidr %q: %v", i, rule.CIDR, err), true}
+			return problem.Stall(v1.ReasonInvalidEgress, "spec.network.egress[%d].cidr %q: %v", i, rule.CIDR, err)
 		}
 		if cidr.Masked() != cidr {
-			return &problem{v1.ReasonInvalidEgress, fmt.Sprintf("spec.network.egress[%d].cidr %q has host bits set; did you mean %s?", i, rule.CIDR, cidr.Masked()), true}
+			return problem.Stall(v1.ReasonInvalidEgress, "spec.network.egress[%d].cidr %q has host bits set; did you mean %s?", i, rule.CIDR, cidr.Masked())
 		}
 		for j, except := range rule.Except {
 			ex, err := netip.ParsePrefix(except)
 			if err != nil || ex.Bits() < cidr.Bits() || !cidr.Contains(ex.Addr()) {
-				return &problem{v1.ReasonInvalidEgress, fmt.Sprintf("spec.network.egress[%d].except[%d] %q must be a CIDR inside %s", i, j, except, rule.CIDR), true}
+				return problem.Stall(v1.ReasonInvalidEgress, "spec.network.egress[%d].except[%d] %q must be a CIDR inside %s", i, j, except, rule.CIDR)
 			}
 		}
 	}
@@ -51,7 +41,7 @@ func validateSpec(spec v1.SandboxTemplateSpec) *problem {
 			continue
 		}
 		if j, dup := names[p.Name]; dup {
-			return &problem{v1.ReasonDuplicatePortName, fmt.Sprintf("spec.ports[%d].name %q is already used by spec.ports[%d]", i, p.Name, j), true}
+			return problem.Stall(v1.ReasonDuplicatePortName, "spec.ports[%d].name %q is already used by spec.ports[%d]", i, p.Name, j)
 		}
 		names[p.Name] = i
 	}

@@ -7,23 +7,15 @@ package warmpool
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"sort"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -37,8 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/index"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
 )
 
 // ReasonMembersDeleted is the event of a pass that deleted members.
@@ -92,17 +84,14 @@ type Reconciler struct {
 	// BlockedEgress are ranges broader egress rules never open.
 	BlockedEgress []netip.Prefix
 
-	expected *expectations
-	// lastClaim is when each pool (by name) last lost a member to a claim,
-	// as this process saw it; a restart forgets it and tops up at once.
-	lastClaim sync.Map
+	memory *memory
 }
 
 // NewReconciler returns a Reconciler with the default blocked ranges.
 func NewReconciler(mgr ctrl.Manager) *Reconciler {
 	return &Reconciler{
 		Client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("warmpool-controller"),
-		BlockedEgress: sandbox.DefaultBlockedEgress, expected: newExpectations(),
+		BlockedEgress: environment.DefaultBlockedEgress, memory: newMemory(),
 	}
 }
 
@@ -130,12 +119,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile tops the pool up, trims it and rolls stale members.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+// Reconcile reads the pool, runs one pass, writes the status from what the
+// pass found and decides when to look again.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pool := &v1.WarmPool{}
 	if err := r.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.lastClaim.Delete(req.Name)
+			r.memory.forget(req.Name)
 			return ctrl.Result{}, r.removeOrphanedMembers(ctx, req.Name)
 		}
 		return ctrl.Result{}, err
@@ -144,115 +134,63 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, nil // members go by garbage collection
 	}
 	before := pool.DeepCopy()
-	readyBefore := conditions.Get(pool, v1.ReadyCondition).DeepCopy()
-	defer func() {
-		r.recordReadyTransition(pool, readyBefore)
-		err := r.patchStatus(ctx, before, pool)
-		switch {
-		case apierrors.IsConflict(err):
-			// The cache was behind: again once it has caught up.
-			result = ctrl.Result{Requeue: true}
-		case err != nil && retErr == nil:
-			retErr = err
-		}
-	}()
-	pool.Status.Selector = labels.SelectorFromSet(labels.Set{v1.LabelWarmPool: pool.Name, v1.LabelMember: v1.MemberAvailable}).String()
-
-	tpl, nodePool, reason, problem, err := r.template(ctx, pool)
-	if err != nil || problem != "" {
-		if problem != "" {
-			conditions.MarkFalse(pool, v1.ReadyCondition, reason, "%s", problem)
-		}
-		return ctrl.Result{}, err
+	o := r.reconcile(ctx, pool)
+	setStatus(pool, o)
+	r.recordDeletions(pool, o.deleted, o.want)
+	r.recordReadyTransition(pool, conditions.Get(before, v1.ReadyCondition))
+	result, err := o.next()
+	switch patchErr := r.patchStatus(ctx, before, pool); {
+	case apierrors.IsConflict(patchErr):
+		// The cache was behind: again once it has caught up.
+		return ctrl.Result{Requeue: true}, err
+	case patchErr != nil && err == nil:
+		return result, patchErr
 	}
-	pool.Status.TemplateHash = tpl.Status.ContentHash
+	return result, err
+}
 
-	members, err := sandbox.Members(ctx, r.Client, pool)
+// reconcile is one pass: find the template, trim the pool (members beyond
+// replicas, and stale ones under Recreate), then build what is missing.
+func (r *Reconciler) reconcile(ctx context.Context, pool *v1.WarmPool) outcome {
+	tpl, nodePool, p, err := environment.ReadyTemplate(ctx, r.Client, "spec.templateRef", pool.Spec.TemplateRef.Name)
+	if p != nil || err != nil {
+		return outcome{problem: p, err: err}
+	}
+	o := outcome{templateHash: tpl.Status.ContentHash, want: int(pool.DesiredReplicas())}
+	members, err := environment.Members(ctx, r.Client, pool)
 	if err != nil {
-		return ctrl.Result{}, err
+		o.err = err
+		return o
 	}
-	want := int(pool.DesiredReplicas())
-	keep, drop := plan(members, want, pool.Spec.UpdateStrategy.Type, tpl.Status.ContentHash)
-	var deleted deletions
-	for _, m := range drop {
-		// Conditional on the resourceVersion the cache saw: a member a
-		// Sandbox claimed meanwhile has changed and is not deleted.
-		ns := m.Namespace.DeepCopy()
-		err := r.Delete(ctx, ns, client.Preconditions{UID: &ns.UID, ResourceVersion: &ns.ResourceVersion})
-		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-			r.recordDeletions(pool, deleted, want)
-			return ctrl.Result{}, fmt.Errorf("failed to delete member %s: %w", ns.Name, err)
-		}
-		if err == nil {
-			deleted.count(pool.Spec.UpdateStrategy.Type == v1.RecreateUpdateStrategy && ns.Labels[v1.LabelTemplateHash] != tpl.Status.ContentHash)
-		}
+	var drop []environment.Member
+	o.keep, drop = plan(members, o.want, pool.Spec.UpdateStrategy.Type, tpl.Status.ContentHash)
+	if o.deleted, o.err = r.trim(ctx, drop, pool.Spec.UpdateStrategy.Type, tpl.Status.ContentHash); o.err != nil {
+		return o
 	}
-	r.recordDeletions(pool, deleted, want)
-	unseen, inFlight := r.expected.observe(pool.Name, members)
+	o.counted = true
+	unseen, inFlight := r.memory.observe(pool.Name, members)
 	// toBuild is what this pass builds of the missing members: all of
 	// them, or fewer while claims keep coming (deferred until they pause).
-	toBuild, deferred := want-len(keep)-unseen, time.Duration(0)
+	toBuild := o.want - len(o.keep) - unseen
 	if toBuild > 0 {
-		toBuild, deferred = r.topUp(pool.Name, len(keep)+unseen, toBuild, want, time.Now())
+		toBuild, o.deferred = topUp(r.memory.lastClaim(pool.Name), len(o.keep)+unseen, toBuild, o.want, time.Now())
 	}
-	// Builds are independent: one that fails leaves its member incomplete
-	// for a later pass and does not cut the others short. A pod refused
-	// because its brand-new namespace is not complete yet (no default
-	// ServiceAccount, a quota not counted yet) is no failure; the pass just
-	// comes back a second later (settling).
-	var builds errgroup.Group
-	builds.SetLimit(concurrentBuilds)
-	var settling atomic.Bool
-	build := func(name string, objs []client.Object) {
-		r.expected.building(pool.Name, name)
-		builds.Go(func() error {
-			err := r.createAll(ctx, objs)
-			if err != nil {
-				r.expected.failed(pool.Name, name)
-			}
-			if _, ok := sandbox.NamespaceSettling(err); ok {
-				settling.Store(true)
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("failed to build member %s: %w", name, err)
-			}
-			return nil
-		})
-	}
-	for i := 0; i < min(toBuild, buildsPerPass); i++ {
+	var builds []memberBuild
+	for range min(toBuild, buildsPerPass) {
 		name := memberName(pool.Name)
-		build(name, sandbox.MemberObjects(pool, name, tpl, nodePool, r.BlockedEgress))
+		builds = append(builds, memberBuild{name, environment.MemberObjects(pool, name, tpl, nodePool, r.BlockedEgress)})
 	}
 	// A member whose build was cut short (a crash, a failed write) gets its
 	// missing objects; those it has are left as they are.
-	for _, m := range keep {
+	for _, m := range o.keep {
 		if !m.Complete && !inFlight[m.Namespace.Name] {
-			build(m.Namespace.Name, sandbox.MemberObjects(pool, m.Namespace.Name, tpl, nodePool, r.BlockedEgress)[1:])
+			objs := environment.MemberObjects(pool, m.Namespace.Name, tpl, nodePool, r.BlockedEgress)[1:]
+			builds = append(builds, memberBuild{m.Namespace.Name, objs})
 		}
 	}
-	setStatus(pool, keep, want, deferred > 0)
-	if err := builds.Wait(); err != nil {
-		// The first failed build; the retry completes every member.
-		msg := fmt.Sprintf("%s; %v", conditions.GetMessage(pool, v1.ReadyCondition), err)
-		conditions.MarkFalse(pool, v1.ReadyCondition, v1.ReasonBuildFailed, "%s", msg)
-		conditions.MarkReconciling(pool, v1.ReasonBuildFailed, "%s", msg)
-		return ctrl.Result{}, err
-	}
-	if settling.Load() {
-		return ctrl.Result{RequeueAfter: time.Second}, nil
-	}
-	if deferred > 0 {
-		return ctrl.Result{RequeueAfter: deferred}, nil
-	}
-	// A pass that left members to build is followed by the next as the
-	// watch shows the ones it created; builds the cache never shows whole
-	// (a member whose pod never appears included) are given up after
-	// expectationTTL, and a pass then must look again.
-	if unseen > 0 || toBuild > 0 || len(inFlight) > 0 {
-		return ctrl.Result{RequeueAfter: expectationTTL}, nil
-	}
-	return ctrl.Result{}, nil
+	o.settling, o.buildErr = r.build(ctx, pool.Name, builds)
+	o.pending = unseen > 0 || toBuild > 0 || len(inFlight) > 0
+	return o
 }
 
 // patchStatus writes the status when it changed, as a merge patch
@@ -297,111 +235,6 @@ func (r *Reconciler) removeOrphanedMembers(ctx context.Context, pool string) err
 	return nil
 }
 
-// template returns the pool's template and node pool, or why the pool cannot
-// be filled yet (a reason of the Ready condition and a message).
-func (r *Reconciler) template(ctx context.Context, pool *v1.WarmPool) (tpl *v1.SandboxTemplate, np *v1.NodePool, reason, problem string, err error) {
-	tpl = &v1.SandboxTemplate{}
-	if err := r.Get(ctx, types.NamespacedName{Name: pool.Spec.TemplateRef.Name}, tpl); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil, v1.ReasonTemplateNotFound, fmt.Sprintf("spec.templateRef names SandboxTemplate %q, which does not exist; create it or fix the reference", pool.Spec.TemplateRef.Name), nil
-		}
-		return nil, nil, "", "", err
-	}
-	if c := conditions.Get(tpl, v1.ReadyCondition); c == nil || c.Status != metav1.ConditionTrue || tpl.Status.ObservedGeneration != tpl.Generation {
-		msg := fmt.Sprintf("SandboxTemplate %q is not Ready yet", tpl.Name)
-		if c != nil && c.Status == metav1.ConditionFalse {
-			msg = fmt.Sprintf("SandboxTemplate %q is not Ready: %s", tpl.Name, c.Message)
-		}
-		return nil, nil, v1.ReasonTemplateNotReady, msg, nil
-	}
-	if ref := tpl.Spec.NodePoolRef; ref != nil {
-		np = &v1.NodePool{}
-		if err := r.Get(ctx, types.NamespacedName{Name: ref.Name}, np); err != nil {
-			return nil, nil, "", "", fmt.Errorf("failed to get NodePool %s: %w", ref.Name, err)
-		}
-	}
-	return tpl, np, "", "", nil
-}
-
-// plan chooses the members to keep and to delete: stale members go at once
-// under Recreate; beyond the wanted count, unready members go first, then
-// the newest.
-func plan(members []sandbox.Member, want int, strategy v1.WarmPoolUpdateStrategyType, hash string) (keep, drop []sandbox.Member) {
-	for _, m := range members {
-		if strategy == v1.RecreateUpdateStrategy && m.Namespace.Labels[v1.LabelTemplateHash] != hash {
-			drop = append(drop, m)
-		} else {
-			keep = append(keep, m)
-		}
-	}
-	sort.SliceStable(keep, func(i, j int) bool {
-		if keep[i].Ready != keep[j].Ready {
-			return keep[i].Ready
-		}
-		return keep[i].Namespace.CreationTimestamp.Before(&keep[j].Namespace.CreationTimestamp)
-	})
-	if len(keep) > want {
-		drop = append(drop, keep[want:]...)
-		keep = keep[:want]
-	}
-	return keep, drop
-}
-
-// createAll creates the objects in order; one that exists already (created
-// by an earlier, interrupted pass) is left as it is. Members are not
-// repaired beyond that: they live until claimed or rolled.
-func (r *Reconciler) createAll(ctx context.Context, objs []client.Object) error {
-	for _, obj := range objs {
-		err := r.Create(ctx, obj)
-		if _, isNamespace := obj.(*corev1.Namespace); isNamespace && apierrors.IsAlreadyExists(err) {
-			// Only a new member's build starts with its namespace, and its
-			// name is new: one that exists is someone else's (a sandbox
-			// named like a member, say), never to be built into.
-			return fmt.Errorf("namespace %s exists and is not a member of this pool; the next member gets another name", obj.GetName())
-		}
-		if err == nil || apierrors.IsAlreadyExists(err) {
-			continue
-		}
-		// Admission (the namespace's pod quota, say) can refuse a create
-		// before the API server sees the object exists; the cache that made
-		// this pass think it missing may just be behind.
-		if r.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object)) == nil {
-			continue
-		}
-		return fmt.Errorf("failed to create %T %s: %w", obj, obj.GetName(), err)
-	}
-	return nil
-}
-
-// memberName is sandbox-wp-<pool>-<8 hex>, cut to the 63 characters a
-// namespace name may have.
-func memberName(pool string) string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	prefix := memberPrefix + pool
-	if len(prefix) > 54 {
-		prefix = strings.TrimRight(prefix[:54], "-")
-	}
-	return prefix + "-" + hex.EncodeToString(b)
-}
-
-// topUp decides how many of a pool's missing members to build now, given
-// the members it has (built or being built), and how long until it looks
-// again: all of them when it saw no claim in the last claimQuiet; while
-// claims keep coming, only enough to keep a quarter of want, and the rest
-// once they pause.
-func (r *Reconciler) topUp(pool string, have, missing, want int, now time.Time) (build int, wait time.Duration) {
-	last, ok := r.lastClaim.Load(pool)
-	if !ok {
-		return missing, 0
-	}
-	if wait = claimQuiet - now.Sub(last.(time.Time)); wait <= 0 {
-		return missing, 0
-	}
-	quarter := (want + 3) / 4
-	return min(missing, max(0, quarter-have)), wait
-}
-
 // memberEvents enqueues the pool of a member namespace or pod memberBatch
 // after the change, and notes when a member is claimed.
 func (r *Reconciler) memberEvents() handler.EventHandler {
@@ -416,7 +249,7 @@ func (r *Reconciler) memberEvents() handler.EventHandler {
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if e.ObjectOld.GetLabels()[v1.LabelMember] == v1.MemberAvailable && e.ObjectNew.GetLabels()[v1.LabelMember] == v1.MemberClaimed {
-				r.lastClaim.Store(e.ObjectNew.GetLabels()[v1.LabelWarmPool], time.Now())
+				r.memory.claimed(e.ObjectNew.GetLabels()[v1.LabelWarmPool], time.Now())
 			}
 			enqueue(e.ObjectNew, q)
 		},
@@ -424,88 +257,6 @@ func (r *Reconciler) memberEvents() handler.EventHandler {
 			enqueue(e.Object, q)
 		},
 	}
-}
-
-// setStatus counts the members; waiting says the pool is short because it
-// waits for claims to pause. A pool short because the scheduler cannot
-// place some members says so, with the scheduler's reason for the oldest.
-func setStatus(pool *v1.WarmPool, keep []sandbox.Member, want int, waiting bool) {
-	ready, unschedulable, why := 0, 0, ""
-	for _, m := range keep {
-		switch {
-		case m.Ready:
-			ready++
-		case m.Unschedulable != "":
-			if unschedulable++; why == "" {
-				why = m.Unschedulable
-			}
-		}
-	}
-	pool.Status.Replicas, pool.Status.ReadyReplicas = int32(len(keep)), int32(ready)
-	if ready >= want {
-		conditions.MarkTrue(pool, v1.ReadyCondition, v1.ReasonPoolFull, "%d of %d members Ready", ready, want)
-		conditions.Delete(pool, v1.ReconcilingCondition)
-		return
-	}
-	reason, msg := v1.ReasonFilling, fmt.Sprintf("%d of %d members Ready", ready, want)
-	if unschedulable > 0 {
-		reason = v1.ReasonMembersUnschedulable
-		msg += fmt.Sprintf("; %d cannot be scheduled: %s", unschedulable, why)
-	}
-	if waiting {
-		msg += "; topping up when claims pause"
-	}
-	conditions.MarkFalse(pool, v1.ReadyCondition, reason, "%s", msg)
-	conditions.MarkReconciling(pool, reason, "%s", msg)
-}
-
-// deletions counts the members a pass deleted, by why: rolled out
-// (stale, under Recreate) or beyond replicas.
-type deletions struct{ stale, excess int }
-
-func (d *deletions) count(stale bool) {
-	if stale {
-		d.stale++
-	} else {
-		d.excess++
-	}
-}
-
-// recordDeletions emits one event for the members a pass deleted.
-func (r *Reconciler) recordDeletions(pool *v1.WarmPool, d deletions, want int) {
-	var why []string
-	if d.stale > 0 {
-		why = append(why, fmt.Sprintf("%d built from an earlier template", d.stale))
-	}
-	if d.excess > 0 {
-		why = append(why, fmt.Sprintf("%d beyond replicas %d", d.excess, want))
-	}
-	if len(why) > 0 {
-		r.recorder.Eventf(pool, nil, corev1.EventTypeNormal, ReasonMembersDeleted, "Delete",
-			"deleted %d members: %s", d.stale+d.excess, strings.Join(why, ", "))
-	}
-}
-
-// recordReadyTransition emits an event when the pool runs into a problem
-// (its template, members that cannot be scheduled, refused builds) or out
-// of one. A pool
-// going from full to filling and back as it is claimed from and topped up
-// is its everyday work, and emits none.
-func (r *Reconciler) recordReadyTransition(pool *v1.WarmPool, before *metav1.Condition) {
-	after := conditions.Get(pool, v1.ReadyCondition)
-	if after == nil || (before != nil && before.Reason == after.Reason) {
-		return
-	}
-	switch {
-	case problem(after.Reason):
-		r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
-	case before != nil && problem(before.Reason):
-		r.recorder.Eventf(pool, nil, corev1.EventTypeNormal, after.Reason, "Reconcile", "%s; recovered from %s", after.Message, before.Reason)
-	}
-}
-
-func problem(reason string) bool {
-	return reason == v1.ReasonTemplateNotReady || reason == v1.ReasonTemplateNotFound || reason == v1.ReasonMembersUnschedulable || reason == v1.ReasonBuildFailed
 }
 
 func (r *Reconciler) poolsOfTemplate(ctx context.Context, tpl client.Object) []reconcile.Request {

@@ -242,7 +242,7 @@ func TestBrokenTemplateGivesAClearCondition(t *testing.T) {
 		}
 		cond := conditions.Get(got, v1.ReadyCondition)
 		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == v1.ReasonTemplateNotFound &&
-			strings.Contains(cond.Message, `SandboxTemplate "no-such-template" does not exist`) && conditions.IsReconciling(got), fmt.Sprint(cond)
+			strings.Contains(cond.Message, `SandboxTemplate "no-such-template", which does not exist`) && conditions.IsReconciling(got), fmt.Sprint(cond)
 	})
 }
 

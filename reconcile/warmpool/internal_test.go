@@ -21,11 +21,11 @@ func TestTopUp(t *testing.T) {
 		{name: "a quarter rounds up", claimed: 300 * time.Millisecond, have: 0, missing: 1, want: 1, build: 1, wait: claimQuiet - 300*time.Millisecond},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r := &Reconciler{}
+			var lastClaim time.Time
 			if tt.claimed > 0 {
-				r.lastClaim.Store("pool", now.Add(-tt.claimed))
+				lastClaim = now.Add(-tt.claimed)
 			}
-			build, wait := r.topUp("pool", tt.have, tt.missing, tt.want, now)
+			build, wait := topUp(lastClaim, tt.have, tt.missing, tt.want, now)
 			if build != tt.build || wait != tt.wait {
 				t.Errorf("topUp = %d, %v; want %d, %v", build, wait, tt.build, tt.wait)
 			}

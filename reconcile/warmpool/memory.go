@@ -4,66 +4,86 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/sandbox"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 )
 
-// expectations remembers the members this replica is building or has built
-// until its cache shows them complete (namespace and pod). Without it, a
-// pass that runs before the informer catches up would count too few members
-// and create more (the over-creation upstream agent-sandbox fixed the same
-// way), or take a member whose pod is on its way for one whose build was cut
-// short and create its objects again. Losing it on a restart is harmless: a
-// new process starts from a fresh list, which shows every object created
-// before.
-type expectations struct {
-	mu      sync.Mutex
-	pending map[string]map[string]time.Time // pool -> member -> created
+// memory is everything the controller remembers from one pass to the next,
+// by pool: the members it is building until its cache shows them complete,
+// and when the pool last lost a member to a claim.
+//
+// Without the first, a pass that runs before the informer catches up would
+// count too few members and create more (the over-creation upstream
+// agent-sandbox fixed the same way), or take a member whose pod is on its
+// way for one whose build was cut short and create its objects again. The
+// second lets a pool hold back its top-up while claims keep coming.
+//
+// Losing it all on a restart is harmless: a new process starts from a
+// fresh list, which shows every object created before, and a pool whose
+// last claim is forgotten tops up at once, which it would do a second later
+// anyway.
+type memory struct {
+	mu    sync.Mutex
+	pools map[string]*poolMemory
+}
+
+type poolMemory struct {
+	// building holds, by member, when its build started.
+	building  map[string]time.Time
+	lastClaim time.Time
 }
 
 // expectationTTL forgets a build the cache never showed complete (the
 // namespace was deleted at once, say), so the pool is not short forever.
 const expectationTTL = 30 * time.Second
 
-func newExpectations() *expectations {
-	return &expectations{pending: map[string]map[string]time.Time{}}
+func newMemory() *memory {
+	return &memory{pools: map[string]*poolMemory{}}
+}
+
+// of returns the pool's memory, creating it; the caller holds mu.
+func (m *memory) of(pool string) *poolMemory {
+	p := m.pools[pool]
+	if p == nil {
+		p = &poolMemory{building: map[string]time.Time{}}
+		m.pools[pool] = p
+	}
+	return p
 }
 
 // building records the start of a member's build.
-func (e *expectations) building(pool, member string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.pending[pool] == nil {
-		e.pending[pool] = map[string]time.Time{}
-	}
-	e.pending[pool][member] = time.Now()
+func (m *memory) building(pool, member string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.of(pool).building[member] = time.Now()
 }
 
 // failed forgets a build that returned an error, so the next pass completes
 // the member instead of waiting for it.
-func (e *expectations) failed(pool, member string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.pending[pool], member)
+func (m *memory) failed(pool, member string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.of(pool).building, member)
 }
 
 // observe drops the builds the cache shows complete (and expired ones) and
 // returns how many builds the cache does not show at all yet, and which
 // members it shows are still being built.
-func (e *expectations) observe(pool string, members []sandbox.Member) (unseen int, inFlight map[string]bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+func (m *memory) observe(pool string, members []environment.Member) (unseen int, inFlight map[string]bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	building := m.of(pool).building
 	visible := make(map[string]bool, len(members))
-	for _, m := range members {
-		visible[m.Namespace.Name] = true
-		if m.Complete {
-			delete(e.pending[pool], m.Namespace.Name)
+	for _, member := range members {
+		visible[member.Namespace.Name] = true
+		if member.Complete {
+			delete(building, member.Namespace.Name)
 		}
 	}
 	inFlight = map[string]bool{}
-	for name, at := range e.pending[pool] {
+	for name, at := range building {
 		switch {
 		case time.Since(at) > expectationTTL:
-			delete(e.pending[pool], name)
+			delete(building, name)
 		case visible[name]:
 			inFlight[name] = true
 		default:
@@ -71,4 +91,29 @@ func (e *expectations) observe(pool string, members []sandbox.Member) (unseen in
 		}
 	}
 	return unseen, inFlight
+}
+
+// claimed notes that a member of the pool was claimed at.
+func (m *memory) claimed(pool string, at time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.of(pool).lastClaim = at
+}
+
+// lastClaim is when the pool last lost a member to a claim; zero when this
+// process has not seen one.
+func (m *memory) lastClaim(pool string) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.pools[pool]; p != nil {
+		return p.lastClaim
+	}
+	return time.Time{}
+}
+
+// forget drops what is remembered of a pool that is gone.
+func (m *memory) forget(pool string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.pools, pool)
 }

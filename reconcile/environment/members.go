@@ -1,0 +1,91 @@
+package environment
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+)
+
+// MemberObjects are the objects of a new warm pool member: the environment
+// a Sandbox of the pool would get, with the pod started, owned by the pool
+// and entered by nobody until a claim binds an owner.
+func MemberObjects(pool *v1.WarmPool, namespace string, tpl *v1.SandboxTemplate, nodePool *v1.NodePool, blocked []netip.Prefix) []client.Object {
+	bp := ForMember(pool, namespace, tpl, nodePool)
+	return append(append([]client.Object{bp.NamespaceObject()}, bp.Isolation(blocked)...), bp.Pod())
+}
+
+// ForMember is the environment of a new member of pool in namespace: labelled
+// as available, with the template's hash, owned by the pool and entered by
+// nobody.
+func ForMember(pool *v1.WarmPool, namespace string, tpl *v1.SandboxTemplate, nodePool *v1.NodePool) Blueprint {
+	l := managedLabels()
+	l[v1.LabelTemplate] = tpl.Name
+	l[v1.LabelWarmPool] = pool.Name
+	l[v1.LabelMember] = v1.MemberAvailable
+	l[v1.LabelTemplateHash] = tpl.Status.ContentHash
+	return Blueprint{
+		namespace: namespace, labels: l, template: tpl, nodePool: nodePool, env: tpl.Spec.Env,
+		controller: ControllerRef(v1.KindWarmPool, pool),
+	}
+}
+
+// Member is an unclaimed member of a warm pool as the cache shows it. The
+// namespace is the cache's own object, not a copy: read it, and DeepCopy
+// it before changing it.
+type Member struct {
+	Namespace *corev1.Namespace
+	// Complete is false while the member's pod does not exist (its build
+	// was cut short, or the cache has not shown it yet).
+	Complete bool
+	Ready    bool
+	// Unschedulable is why the scheduler cannot place the member's pod,
+	// when it said so.
+	Unschedulable string
+}
+
+// Members lists the pool's unclaimed members that are not being deleted.
+// Claims and the pool's own passes look at every member of pools of
+// hundreds, so the cache is read without copying, with one list of the
+// pool's pods instead of a read per member.
+func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member, error) {
+	namespaces := &corev1.NamespaceList{}
+	if err := c.List(ctx, namespaces, client.UnsafeDisableDeepCopy, client.MatchingLabels{
+		v1.LabelWarmPool: pool.Name, v1.LabelMember: v1.MemberAvailable,
+	}); err != nil {
+		return nil, fmt.Errorf("failed to list members of WarmPool %s: %w", pool.Name, err)
+	}
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.UnsafeDisableDeepCopy, client.MatchingLabels{v1.LabelWarmPool: pool.Name}); err != nil {
+		return nil, fmt.Errorf("failed to list pods of WarmPool %s: %w", pool.Name, err)
+	}
+	podOf := make(map[string]*corev1.Pod, len(pods.Items))
+	for i := range pods.Items {
+		if pods.Items[i].Name == PodName {
+			podOf[pods.Items[i].Namespace] = &pods.Items[i]
+		}
+	}
+	members := make([]Member, 0, len(namespaces.Items))
+	for i := range namespaces.Items {
+		ns := &namespaces.Items[i]
+		if ns.DeletionTimestamp != nil || !metav1.IsControlledBy(ns, pool) {
+			continue
+		}
+		m := Member{Namespace: ns}
+		if pod := podOf[ns.Name]; pod != nil {
+			m.Complete, m.Ready, m.Unschedulable = true, PodReady(pod), Unschedulable(pod)
+		}
+		members = append(members, m)
+	}
+	// Oldest first: a pool trims the newest, and claims spread from there.
+	sort.Slice(members, func(i, j int) bool {
+		return members[i].Namespace.CreationTimestamp.Before(&members[j].Namespace.CreationTimestamp)
+	})
+	return members, nil
+}

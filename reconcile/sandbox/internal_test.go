@@ -1,0 +1,105 @@
+package sandbox
+
+import (
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
+)
+
+func TestLifetimePrecedence(t *testing.T) {
+	created := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	tpl := &v1.SandboxTemplate{Spec: v1.SandboxTemplateSpec{Lifecycle: &v1.Lifecycle{
+		TTL: &metav1.Duration{Duration: time.Hour}, ShutdownPolicy: v1.ShutdownPolicyDelete,
+	}}}
+	sbx := &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: created}}
+	if lt := lifetimeOf(sbx, tpl); !lt.end.Equal(&metav1.Time{Time: created.Add(time.Hour)}) || lt.policy != v1.ShutdownPolicyDelete {
+		t.Errorf("template default: %v %s", lt.end, lt.policy)
+	}
+	sbx.Spec.TTL = &metav1.Duration{Duration: time.Minute}
+	sbx.Spec.ShutdownPolicy = v1.ShutdownPolicyStop
+	lt := lifetimeOf(sbx, tpl)
+	if !lt.end.Equal(&metav1.Time{Time: created.Add(time.Minute)}) || lt.policy != v1.ShutdownPolicyStop {
+		t.Errorf("sandbox ttl: %v %s", lt.end, lt.policy)
+	}
+	if expired, left := lt.expired(created.Add(30 * time.Second)); expired || left != 30*time.Second {
+		t.Errorf("half-way: expired %v left %v", expired, left)
+	}
+	if expired, _ := lt.expired(created.Add(time.Minute)); !expired {
+		t.Error("not expired at the end")
+	}
+	if lt := lifetimeOf(&v1.Sandbox{}, nil); lt.end != nil || lt.policy != v1.ShutdownPolicyStop {
+		t.Errorf("no lifetime: %v %s", lt.end, lt.policy)
+	}
+}
+
+func TestRecoverLaunch(t *testing.T) {
+	claimedAt := "2026-11-29T18:00:00.5Z"
+	warm := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Labels:      map[string]string{v1.LabelMember: v1.MemberClaimed},
+		Annotations: map[string]string{v1.AnnotationClaimedAt: claimedAt},
+	}}
+	sbx := &v1.Sandbox{}
+	recoverLaunch(sbx, warm)
+	if sbx.Status.LaunchType != v1.LaunchWarm || sbx.Status.ClaimedAt == nil || sbx.Status.ClaimedAt.UTC().Format(time.RFC3339Nano) != claimedAt {
+		t.Errorf("warm recovery: %+v", sbx.Status)
+	}
+	sbx = &v1.Sandbox{Spec: v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: "python"}}}
+	recoverLaunch(sbx, &corev1.Namespace{})
+	if sbx.Status.LaunchType != v1.LaunchCold || !strings.Contains(sbx.Status.LaunchMessage, "python") {
+		t.Errorf("cold recovery: %+v", sbx.Status)
+	}
+}
+
+// TestNamespaceIdentity: a namespace is a sandbox's by its controller
+// reference's UID, never by its name, and an environment left by an
+// earlier Sandbox of the same name is told from anyone else's namespace.
+func TestNamespaceIdentity(t *testing.T) {
+	sbx := &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: "new"}}
+	earlier := &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: "old"}}
+	pool := &v1.WarmPool{ObjectMeta: metav1.ObjectMeta{Name: "p", UID: "pool"}}
+	ns := func(labels map[string]string, owner *metav1.OwnerReference) *corev1.Namespace {
+		n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sandbox-x", Labels: labels}}
+		if owner != nil {
+			n.OwnerReferences = []metav1.OwnerReference{*owner}
+		}
+		return n
+	}
+	ours := map[string]string{v1.LabelManagedBy: v1.ManagedByValue, v1.LabelSandbox: "x"}
+	withUID := func(uid string) map[string]string {
+		l := maps.Clone(ours)
+		l[v1.LabelSandboxUID] = uid
+		return l
+	}
+	ref := func(kind string, obj metav1.Object) *metav1.OwnerReference {
+		r := environment.ControllerRef(kind, obj)
+		return &r
+	}
+	for _, tc := range []struct {
+		name        string
+		ns          *corev1.Namespace
+		owns, stale bool
+	}{
+		{"created for this sandbox", ns(withUID("new"), ref("Sandbox", sbx)), true, false},
+		{"created by an earlier version, without the UID label", ns(ours, ref("Sandbox", sbx)), true, false},
+		{"an administrator's", ns(map[string]string{"team": "platform"}, nil), false, false},
+		{"forged labels, no owner", ns(map[string]string{"team": "platform", v1.LabelSandboxUID: "new"}, nil), false, false},
+		{"an unclaimed warm member", ns(map[string]string{v1.LabelManagedBy: v1.ManagedByValue, v1.LabelMember: v1.MemberAvailable}, ref("WarmPool", pool)), false, false},
+		{"an earlier sandbox's, owner reference stripped by an orphaning delete", ns(withUID("old"), nil), false, true},
+		{"an earlier sandbox's, still owned by it", ns(withUID("old"), ref("Sandbox", earlier)), false, true},
+		{"a UID label that is not the owner's", ns(withUID("old"), ref("Sandbox", sbx)), false, false},
+	} {
+		if got := ownsNamespace(tc.ns, sbx); got != tc.owns {
+			t.Errorf("%s: ownsNamespace = %v, want %v", tc.name, got, tc.owns)
+		}
+		if got := leftBehind(tc.ns, sbx); got != tc.stale {
+			t.Errorf("%s: leftBehind = %v, want %v", tc.name, got, tc.stale)
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package warmpool
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
+)
+
+// plan chooses the members to keep and to delete: stale members go at once
+// under Recreate; beyond the wanted count, unready members go first, then
+// the newest.
+func plan(members []environment.Member, want int, strategy v1.WarmPoolUpdateStrategyType, hash string) (keep, drop []environment.Member) {
+	for _, m := range members {
+		if strategy == v1.RecreateUpdateStrategy && m.Namespace.Labels[v1.LabelTemplateHash] != hash {
+			drop = append(drop, m)
+		} else {
+			keep = append(keep, m)
+		}
+	}
+	sort.SliceStable(keep, func(i, j int) bool {
+		if keep[i].Ready != keep[j].Ready {
+			return keep[i].Ready
+		}
+		return keep[i].Namespace.CreationTimestamp.Before(&keep[j].Namespace.CreationTimestamp)
+	})
+	if len(keep) > want {
+		drop = append(drop, keep[want:]...)
+		keep = keep[:want]
+	}
+	return keep, drop
+}
+
+// createAll creates the objects in order; one that exists already (created
+// by an earlier, interrupted pass) is left as it is. Members are not
+// repaired beyond that: they live until claimed or rolled.
+func (r *Reconciler) createAll(ctx context.Context, objs []client.Object) error {
+	for _, obj := range objs {
+		err := r.Create(ctx, obj)
+		if _, isNamespace := obj.(*corev1.Namespace); isNamespace && apierrors.IsAlreadyExists(err) {
+			// Only a new member's build starts with its namespace, and its
+			// name is new: one that exists is someone else's (a sandbox
+			// named like a member, say), never to be built into.
+			return fmt.Errorf("namespace %s exists and is not a member of this pool; the next member gets another name", obj.GetName())
+		}
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			continue
+		}
+		// Admission (the namespace's pod quota, say) can refuse a create
+		// before the API server sees the object exists; the cache that made
+		// this pass think it missing may just be behind.
+		if r.apiReader.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object)) == nil {
+			continue
+		}
+		return fmt.Errorf("failed to create %T %s: %w", obj, obj.GetName(), err)
+	}
+	return nil
+}
+
+// memberName is sandbox-wp-<pool>-<8 hex>, cut to the 63 characters a
+// namespace name may have.
+func memberName(pool string) string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	prefix := memberPrefix + pool
+	if len(prefix) > 54 {
+		prefix = strings.TrimRight(prefix[:54], "-")
+	}
+	return prefix + "-" + hex.EncodeToString(b)
+}
+
+// topUp decides how many of a pool's missing members to build now, given
+// the members it has (built or being built) and when it last lost one to a
+// claim (zero: not seen), and how long until it looks again: all of them
+// when it saw no claim in the last claimQuiet; while claims keep coming,
+// only enough to keep a quarter of want, and the rest once they pause.
+func topUp(lastClaim time.Time, have, missing, want int, now time.Time) (build int, wait time.Duration) {
+	if lastClaim.IsZero() {
+		return missing, 0
+	}
+	if wait = claimQuiet - now.Sub(lastClaim); wait <= 0 {
+		return missing, 0
+	}
+	quarter := (want + 3) / 4
+	return min(missing, max(0, quarter-have)), wait
+}
+
+// trim deletes the members plan dropped and counts them by why. Each
+// delete is conditional on the resourceVersion the cache saw: a member a
+// Sandbox claimed meanwhile has changed and is not deleted.
+func (r *Reconciler) trim(ctx context.Context, drop []environment.Member, strategy v1.WarmPoolUpdateStrategyType, hash string) (deletions, error) {
+	var deleted deletions
+	for _, m := range drop {
+		ns := m.Namespace.DeepCopy()
+		err := r.Delete(ctx, ns, client.Preconditions{UID: &ns.UID, ResourceVersion: &ns.ResourceVersion})
+		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return deleted, fmt.Errorf("failed to delete member %s: %w", ns.Name, err)
+		}
+		if err == nil {
+			deleted.count(strategy == v1.RecreateUpdateStrategy && ns.Labels[v1.LabelTemplateHash] != hash)
+		}
+	}
+	return deleted, nil
+}
+
+// memberBuild is one member's objects still to create.
+type memberBuild struct {
+	member string
+	objs   []client.Object
+}
+
+// build creates the members' objects, up to concurrentBuilds at once, and
+// returns whether a build was refused because its brand-new namespace is
+// not complete yet (no default ServiceAccount, a quota not counted yet),
+// which is no failure, and the first build that failed. Builds are
+// independent: one that fails leaves its member incomplete for a later
+// pass and does not cut the others short.
+func (r *Reconciler) build(ctx context.Context, pool string, builds []memberBuild) (settling bool, err error) {
+	var group errgroup.Group
+	group.SetLimit(concurrentBuilds)
+	var refused atomic.Bool
+	for _, b := range builds {
+		r.memory.building(pool, b.member)
+		group.Go(func() error {
+			err := r.createAll(ctx, b.objs)
+			if err != nil {
+				r.memory.failed(pool, b.member)
+			}
+			if _, ok := environment.NamespaceSettling(err); ok {
+				refused.Store(true)
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("failed to build member %s: %w", b.member, err)
+			}
+			return nil
+		})
+	}
+	err = group.Wait()
+	return refused.Load(), err
+}

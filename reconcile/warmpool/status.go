@@ -1,0 +1,165 @@
+package warmpool
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/problem"
+)
+
+// outcome is what one pass found and did: the input of the pool's status
+// and of when to look again.
+type outcome struct {
+	// problem keeps the pool from being filled at all (its template).
+	problem *problem.Problem
+	// templateHash is the content hash of the template members are built
+	// from; empty when the template was not read.
+	templateHash string
+	// counted says keep holds the pool's members; a pass that failed
+	// before it knew them leaves the counts as they were.
+	counted bool
+	want    int
+	// keep are the members the pool keeps.
+	keep    []environment.Member
+	deleted deletions
+	// deferred is how long the rest of the top-up waits for claims to
+	// pause; zero when nothing waits.
+	deferred time.Duration
+	// settling: a build was refused because its namespace was too new, and
+	// is tried again in a moment.
+	settling bool
+	// pending: builds the cache does not show complete yet, which the
+	// watch brings back (or expectationTTL gives up on).
+	pending bool
+	// buildErr is the first build that failed; the others went on.
+	buildErr error
+	// err is a failure before the pool's members were known.
+	err error
+}
+
+// setStatus writes the outcome into the pool's status: Ready when as many
+// members as the pool keeps are Ready; otherwise why not, the scheduler's
+// reason for the oldest unschedulable member and a refused build included.
+// A pool short because it waits for claims to pause says so.
+func setStatus(pool *v1.WarmPool, o outcome) {
+	pool.Status.Selector = labels.SelectorFromSet(labels.Set{v1.LabelWarmPool: pool.Name, v1.LabelMember: v1.MemberAvailable}).String()
+	if o.problem != nil {
+		o.problem.Mark(pool)
+		return
+	}
+	if o.templateHash != "" {
+		pool.Status.TemplateHash = o.templateHash
+	}
+	if !o.counted {
+		return
+	}
+	ready, unschedulable, why := 0, 0, ""
+	for _, m := range o.keep {
+		switch {
+		case m.Ready:
+			ready++
+		case m.Unschedulable != "":
+			if unschedulable++; why == "" {
+				why = m.Unschedulable
+			}
+		}
+	}
+	pool.Status.Replicas, pool.Status.ReadyReplicas = int32(len(o.keep)), int32(ready)
+	if ready >= o.want && o.buildErr == nil {
+		conditions.MarkTrue(pool, v1.ReadyCondition, v1.ReasonPoolFull, "%d of %d members Ready", ready, o.want)
+		conditions.Delete(pool, v1.ReconcilingCondition)
+		return
+	}
+	reason, msg := v1.ReasonFilling, fmt.Sprintf("%d of %d members Ready", ready, o.want)
+	if unschedulable > 0 {
+		reason = v1.ReasonMembersUnschedulable
+		msg += fmt.Sprintf("; %d cannot be scheduled: %s", unschedulable, why)
+	}
+	if o.deferred > 0 {
+		msg += "; topping up when claims pause"
+	}
+	if o.buildErr != nil {
+		reason, msg = v1.ReasonBuildFailed, fmt.Sprintf("%s; %v", msg, o.buildErr)
+	}
+	conditions.MarkFalse(pool, v1.ReadyCondition, reason, "%s", msg)
+	conditions.MarkReconciling(pool, reason, "%s", msg)
+}
+
+// next is the one decision of when to look at the pool again. A failure
+// goes back to the workqueue's backoff; a build refused for a namespace
+// too new comes back in a second; a top-up held back for claims comes back
+// when they should have paused; builds not yet seen complete come back
+// after expectationTTL, in case the watch never shows them.
+func (o outcome) next() (ctrl.Result, error) {
+	switch {
+	case o.err != nil:
+		return ctrl.Result{}, o.err
+	case o.buildErr != nil:
+		return ctrl.Result{}, o.buildErr
+	case o.settling:
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	case o.deferred > 0:
+		return ctrl.Result{RequeueAfter: o.deferred}, nil
+	case o.pending:
+		return ctrl.Result{RequeueAfter: expectationTTL}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// deletions counts the members a pass deleted, by why: rolled out
+// (stale, under Recreate) or beyond replicas.
+type deletions struct{ stale, excess int }
+
+func (d *deletions) count(stale bool) {
+	if stale {
+		d.stale++
+	} else {
+		d.excess++
+	}
+}
+
+// recordDeletions emits one event for the members a pass deleted.
+func (r *Reconciler) recordDeletions(pool *v1.WarmPool, d deletions, want int) {
+	var why []string
+	if d.stale > 0 {
+		why = append(why, fmt.Sprintf("%d built from an earlier template", d.stale))
+	}
+	if d.excess > 0 {
+		why = append(why, fmt.Sprintf("%d beyond replicas %d", d.excess, want))
+	}
+	if len(why) > 0 {
+		r.recorder.Eventf(pool, nil, corev1.EventTypeNormal, ReasonMembersDeleted, "Delete",
+			"deleted %d members: %s", d.stale+d.excess, strings.Join(why, ", "))
+	}
+}
+
+// recordReadyTransition emits an event when the pool runs into a problem
+// (its template, members that cannot be scheduled, refused builds) or out
+// of one. A pool going from full to filling and back as it is claimed from
+// and topped up is its everyday work, and emits none.
+func (r *Reconciler) recordReadyTransition(pool *v1.WarmPool, before *metav1.Condition) {
+	after := conditions.Get(pool, v1.ReadyCondition)
+	if after == nil || (before != nil && before.Reason == after.Reason) {
+		return
+	}
+	switch {
+	case troubled(after.Reason):
+		r.recorder.Eventf(pool, nil, corev1.EventTypeWarning, after.Reason, "Reconcile", "%s", after.Message)
+	case before != nil && troubled(before.Reason):
+		r.recorder.Eventf(pool, nil, corev1.EventTypeNormal, after.Reason, "Reconcile", "%s; recovered from %s", after.Message, before.Reason)
+	}
+}
+
+// troubled tells the reasons of a pool that cannot fill as declared.
+func troubled(reason string) bool {
+	return reason == v1.ReasonTemplateNotReady || reason == v1.ReasonTemplateNotFound || reason == v1.ReasonMembersUnschedulable || reason == v1.ReasonBuildFailed
+}
