@@ -227,6 +227,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 	}
 
+	p := r.syncAndReport(ctx, gs, patcher, wasReady, previousMessage)
+	next := durationOr(gs.Spec.Interval.Duration, 5*time.Minute)
+	if p != nil {
+		next = durationOr(gs.Spec.RetryInterval.Duration, next)
+	}
+	return ctrl.Result{RequeueAfter: jitter(next)}, nil
+}
+
+// syncAndReport runs one sync within spec.timeout and reports it: the
+// conditions, the sync metric and an event when the outcome is news (a
+// first failure or a new message, changes applied, or back in sync).
+// wasReady and previousMessage are the Ready condition before this
+// reconcile marked it in progress.
+func (r *Reconciler) syncAndReport(ctx context.Context, gs *v1.GitSync, patcher *patch.SerialPatcher, wasReady bool, previousMessage string) *problem.Problem {
 	timeout := durationOr(gs.Spec.Timeout.Duration, 2*time.Minute)
 	syncCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -261,11 +275,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			r.recorder.Eventf(gs, nil, corev1.EventTypeNormal, v1.ReasonReconciliationSucceeded, "Sync", "revision %s applied; the cluster is in sync", gs.Status.LastAppliedRevision)
 		}
 	}
-	next := durationOr(gs.Spec.Interval.Duration, 5*time.Minute)
-	if p != nil {
-		next = durationOr(gs.Spec.RetryInterval.Duration, next)
-	}
-	return ctrl.Result{RequeueAfter: jitter(next)}, nil
+	return p
 }
 
 // freshReads is a client whose reads go to the API server. The status

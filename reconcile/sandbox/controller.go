@@ -111,7 +111,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // must not queue behind each other. With 20 clients claiming at once (make
 // bench), 16 workers left claims waiting for a worker and a p99 above the
 // API server's floor for the claim's writes (bench/floor); at 64 none waits
-// and the p99 follows the floor (README, Claim latency).
+// and the p99 follows the floor (bench/README.md).
 const ConcurrentReconciles = 64
 
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=sandboxes,verbs=get;list;watch;delete
@@ -156,6 +156,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		r.recordTransition(before, sbx)
 	}()
+	return r.reconcile(ctx, sbx)
+}
+
+// reconcile is one pass: resolve the template, apply the lifetime, place
+// the sandbox (its namespace or a warm member), make sure the namespace is
+// its own, apply the environment and converge the pod, then set the status
+// from what it found.
+func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) (ctrl.Result, error) {
 	if sbx.Status.RequestedAt == nil {
 		sbx.Status.RequestedAt = sbx.CreationTimestamp.DeepCopy()
 	}
