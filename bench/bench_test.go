@@ -8,7 +8,7 @@
 //
 // Each benchmark reports its figures (p50/p95/p99 latency in milliseconds,
 // or seconds per tofu command) as custom metrics beside the usual ns/op, so
-// one run prints the table the README quotes.
+// one run prints the tables bench/README.md quotes.
 package bench_test
 
 import (

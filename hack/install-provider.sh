@@ -2,7 +2,7 @@
 # `make install-provider`: builds the provider into a filesystem mirror under
 # the cache and writes a CLI configuration that installs it from there, so a
 # plain `tofu init` or `terraform init` works before the provider is
-# published (README, "Installing the provider").
+# published (README, "Install on a cluster"; docs/guides/terraform.md).
 #
 # The mirror holds the same binary under both registries' host names:
 # `source = "agentsandbox/agentsandbox"` means registry.terraform.io/… to

@@ -2,7 +2,7 @@
 # `make test`: every check and every test, against the local cluster.
 #
 # Builds the pinned tools (cached), checks that generated files are current,
-# gofmt and go vet, then runs `go test ./...` (through gotestsum, which lists
+# runs golangci-lint (make lint), then runs `go test ./...` (through gotestsum, which lists
 # the 20 slowest tests at the end) against TEST_CLUSTERS (default 2) local
 # kwok clusters, one package on each at a time, the first with a real node
 # joined to it (hack/node.sh) when this machine can run one, then fuzzes the
@@ -49,7 +49,7 @@ hack/web.sh
 
 log "checking generated files"
 make --no-print-directory verify-generate
-log "gofmt and go vet"
+log "golangci-lint (gofmt, go vet, staticcheck and the layout's import rules)"
 make --no-print-directory lint
 
 # Test packages run two at a time (TEST_CLUSTERS), each on a local cluster
@@ -129,9 +129,10 @@ log "go test ./... on ${#clusters[@]} clusters (${AGENTSANDBOX_TEST_CLUSTERS})"
 # The longest packages first (go test starts them in the order given):
 # started last, one would run alone at the end while the other cluster
 # idles. realnode comes first, as it can only take the first cluster, and
-# provider, the longest, takes the second at once; cmd/agentsandbox follows
-# on whichever is free.
-longest=(./realnode ./provider ./cmd/agentsandbox)
+# provider, the longest, takes the second at once; cmd/agentsandbox and
+# resources (the resource types' acceptance tests) follow on whichever is
+# free.
+longest=(./realnode ./provider ./cmd/agentsandbox ./resources)
 mapfile -t rest < <(go list ./... | grep -v -x -F "$(printf 'github.com/agentsandbox/terraform-provider-agentsandbox/%s\n' "${longest[@]#./}")")
 packages=("${longest[@]}" "${rest[@]}")
 report="$(mktemp -t agentsandbox-test-XXXXXX.json)"

@@ -1,4 +1,4 @@
-package provider
+package provider_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/acctest"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 )
 
@@ -103,22 +104,22 @@ provider "echo" {
 
 resource "echo" "ci" {}
 `, eph)
-	config := providerConfig(t) + platform
+	config := acctest.ProviderConfig(t) + platform
 	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: factories,
+		ProtoV6ProviderFactories: acctest.Factories,
 		CheckDestroy: func(*terraform.State) error {
 			for typeName, name := range map[string]string{"node_pool": pool, "template": tpl, "warm_pool": wp, "sandbox": sbx} {
-				if err := (lifecycle{typeName: typeName}).gone(t, name); err != nil {
+				if err := acctest.Gone(t, typeName, name); err != nil {
 					return err
 				}
 			}
 			// Destroy opens the ephemeral sandbox once more, and its release
 			// leaves the namespace to garbage collection.
 			testcluster.Eventually(t, "namespace of the last ephemeral sandbox deleted", func() (bool, string) {
-				left := namespacesLabelled(t, v1.LabelSandbox, eph)
+				left := acctest.NamespacesLabelled(t, v1.LabelSandbox, eph)
 				return len(left) == 0, fmt.Sprint(left)
 			})
-			if left := append(namespacesLabelled(t, v1.LabelWarmPool, wp), namespacesLabelled(t, v1.LabelSandbox, sbx)...); len(left) > 0 {
+			if left := append(acctest.NamespacesLabelled(t, v1.LabelWarmPool, wp), acctest.NamespacesLabelled(t, v1.LabelSandbox, sbx)...); len(left) > 0 {
 				return fmt.Errorf("left behind: %v", left)
 			}
 			err := testcluster.Get(t).Client.Get(context.Background(), client.ObjectKey{Name: pool}, &nodev1.RuntimeClass{})
@@ -161,11 +162,11 @@ resource "echo" "ci" {}
 				// The run released the sandbox when it closed the ephemeral
 				// resource.
 				Check: func(*terraform.State) error {
-					if live(t, "sandbox", eph) != nil {
+					if acctest.Live(t, "sandbox", eph) != nil {
 						return fmt.Errorf("ephemeral sandbox %s still exists after the run", eph)
 					}
 					testcluster.Eventually(t, "namespace of the ephemeral sandbox deleted", func() (bool, string) {
-						left := namespacesLabelled(t, v1.LabelSandbox, eph)
+						left := acctest.NamespacesLabelled(t, v1.LabelSandbox, eph)
 						return len(left) == 0, fmt.Sprint(left)
 					})
 					return nil

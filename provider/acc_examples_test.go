@@ -1,4 +1,4 @@
-package provider
+package provider_test
 
 import (
 	"fmt"
@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/acctest"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/gittest"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 )
@@ -48,7 +49,7 @@ func TestAccExamples(t *testing.T) {
 		}
 		return out
 	}
-	resources := providerConfig(t) + read("resources/*/resource.tf")
+	resources := acctest.ProviderConfig(t) + read("resources/*/resource.tf")
 	// The ephemeral example claims a sandbox from the pool on every run,
 	// and the pool replaces it a few seconds later, so the data source
 	// examples (the pool's Ready count among them) run in a step of their
@@ -62,13 +63,13 @@ func TestAccExamples(t *testing.T) {
 
 	fromTerraform := map[string]any{}
 	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: factories,
+		ProtoV6ProviderFactories: acctest.Factories,
 		Steps: []resource.TestStep{
 			{
 				Config: resources,
 				Check: func(*terraform.State) error {
 					for kind, typeName := range exampleKinds {
-						fromTerraform[kind] = live(t, typeName, gitopsExample(t, root, kind).GetName()).Object["spec"]
+						fromTerraform[kind] = acctest.Live(t, typeName, gitopsExample(t, root, kind).GetName()).Object["spec"]
 					}
 					return nil
 				},
@@ -108,12 +109,12 @@ func TestAccExamples(t *testing.T) {
 	commit := repo.Commit("main", files)
 	for kind, typeName := range exampleKinds {
 		name := gitopsExample(t, root, kind).GetName()
-		t.Cleanup(func() { deleteOutOfBand(t, typeName, name) })
+		t.Cleanup(func() { acctest.DeleteOutOfBand(t, typeName, name) })
 	}
 	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: factories,
+		ProtoV6ProviderFactories: acctest.Factories,
 		Steps: []resource.TestStep{{
-			Config: providerConfig(t) + fmt.Sprintf(`
+			Config: acctest.ProviderConfig(t) + fmt.Sprintf(`
 resource "agentsandbox_git_sync" "examples" {
   name           = %q
   wait_for_ready = true
@@ -130,7 +131,7 @@ resource "agentsandbox_git_sync" "examples" {
 			},
 			Check: func(*terraform.State) error {
 				for kind, typeName := range exampleKinds {
-					got := live(t, typeName, gitopsExample(t, root, kind).GetName()).Object["spec"]
+					got := acctest.Live(t, typeName, gitopsExample(t, root, kind).GetName()).Object["spec"]
 					if diff := cmp.Diff(fromTerraform[kind], got); diff != "" {
 						return fmt.Errorf("%s: Terraform example and examples/gitops differ (-terraform +gitsync):\n%s", kind, diff)
 					}
@@ -146,7 +147,7 @@ resource "agentsandbox_git_sync" "examples" {
 func waitSettled(t *testing.T, pool, sandbox string) {
 	t.Helper()
 	testcluster.Eventually(t, "sandbox "+sandbox+" Running and WarmPool "+pool+" full", func() (bool, string) {
-		p, s := live(t, "warm_pool", pool), live(t, "sandbox", sandbox)
+		p, s := acctest.Live(t, "warm_pool", pool), acctest.Live(t, "sandbox", sandbox)
 		if p == nil || s == nil {
 			return false, "not found"
 		}

@@ -1,4 +1,4 @@
-package provider
+package provider_test
 
 import (
 	"regexp"
@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/acctest"
 )
 
 // unreachable is a provider configuration whose cluster cannot be reached:
@@ -107,7 +109,7 @@ func TestInvalidConfigurationsFailAtPlan(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			resource.UnitTest(t, resource.TestCase{
-				ProtoV6ProviderFactories: factories,
+				ProtoV6ProviderFactories: acctest.Factories,
 				Steps: []resource.TestStep{{
 					Config:   unreachable + tc.config,
 					PlanOnly: true,
@@ -160,7 +162,7 @@ func TestPlanErrorsPointAtTheAttribute(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			resource.UnitTest(t, resource.TestCase{
-				ProtoV6ProviderFactories: factories,
+				ProtoV6ProviderFactories: acctest.Factories,
 				Steps: []resource.TestStep{{
 					Config:      unreachable + tc.config,
 					PlanOnly:    true,

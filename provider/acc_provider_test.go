@@ -1,4 +1,4 @@
-package provider
+package provider_test
 
 import (
 	"fmt"
@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/acctest"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 )
 
@@ -77,7 +78,7 @@ provider "agentsandbox" {
 `, admin.server, admin.ca, tlsServerName, proxy, plugin) + read
 	}
 	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: factories,
+		ProtoV6ProviderFactories: acctest.Factories,
 		Steps: []resource.TestStep{
 			{
 				Config: fmt.Sprintf(`

@@ -14,6 +14,10 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
+// envLookup reads the KUBE_* fallbacks; a variable so tests can pass their
+// own environment.
+var envLookup = os.Getenv
+
 // connectionSettings are the provider's cluster settings after the KUBE_*
 // environment fallbacks, as plain Go values. Attributes set in the
 // configuration win over the environment, as in the kubernetes and helm

@@ -16,6 +16,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	_ "k8s.io/client-go/plugin/pkg/client/auth" // legacy auth plugins named in kubeconfigs
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/datasources"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/provider/engine"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/resources"
 )
 
 // Address is the provider's registry address.
@@ -213,30 +217,22 @@ func (p *Provider) Configure(ctx context.Context, req provider.ConfigureRequest,
 		resp.Diagnostics.AddError("Invalid Provider Environment", err.Error())
 		return
 	}
-	clients := newClients(settings, stringOr(m.FieldManager, DefaultFieldManager))
+	clients := engine.NewClients(settings.restConfig, stringOr(m.FieldManager, DefaultFieldManager))
 	resp.ResourceData = clients
 	resp.DataSourceData = clients
 	resp.EphemeralResourceData = clients
 }
 
-// Resources are one per agentsandbox.dev kind.
-func (p *Provider) Resources(context.Context) []func() resource.Resource {
-	out := make([]func() resource.Resource, 0, len(kinds))
-	for _, k := range kinds {
-		out = append(out, newResource(k.typeName))
-	}
-	return out
-}
+// Resources are one per agentsandbox.dev kind (resources/).
+func (p *Provider) Resources(context.Context) []func() resource.Resource { return resources.All() }
 
-// DataSources read the objects a platform team consumes elsewhere.
+// DataSources read the objects a platform team consumes elsewhere
+// (datasources/).
 func (p *Provider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{
-		newDataSource("template"), newDataSource("warm_pool"), newDataSource("sandbox"),
-		newSandboxesDataSource,
-	}
+	return datasources.All()
 }
 
 // EphemeralResources claim a sandbox for the length of one run.
 func (p *Provider) EphemeralResources(context.Context) []func() ephemeral.EphemeralResource {
-	return []func() ephemeral.EphemeralResource{newEphemeralSandbox}
+	return resources.Ephemeral()
 }

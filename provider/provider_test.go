@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/provider/engine"
 )
 
 // server runs the provider over the plugin protocol, as Terraform and
@@ -127,7 +128,7 @@ func TestClientFromKubeconfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := newClients(settings, DefaultFieldManager).Client()
+	c, err := engine.NewClients(settings.restConfig, DefaultFieldManager).Client()
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}
@@ -142,7 +143,7 @@ func TestNoClusterConfiguredSaysWhatToSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = newClients(settings, DefaultFieldManager).Client()
+	_, err = engine.NewClients(settings.restConfig, DefaultFieldManager).Client()
 	if err == nil || !strings.Contains(err.Error(), "set config_path (or KUBE_CONFIG_PATH)") {
 		t.Fatalf("error %v does not say what to set", err)
 	}

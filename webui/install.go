@@ -14,7 +14,7 @@ import (
 )
 
 // installCommand installs or updates every part of Agent Sandbox from a
-// checkout of the release (README, "Install").
+// checkout of the release (README, "Install on a cluster").
 const installCommand = "kubectl apply --server-side -k config/"
 
 // Health of an installation check.

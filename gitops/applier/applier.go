@@ -38,7 +38,7 @@ const PruneDisabled = "disabled"
 // SetOwner labels every declaration as applied by the GitSync named owner.
 // Declarations without labels of their own share one map of labels: a
 // GitSync keeps its revision's declarations between syncs, and 10,000
-// equal maps are megabytes of its heap (README, GitSync benchmarks). Sharing is safe because nothing
+// equal maps are megabytes of its heap (bench/README.md, GitSync). Sharing is safe because nothing
 // changes a declaration's labels in place: SetOwner replaces the map, and
 // the applier writes deep copies.
 func SetOwner(decls []declarations.Declaration, owner string) {
@@ -96,7 +96,7 @@ func (a *Applier) WithHealthCache(cache client.Reader) *Applier {
 // second with more requests in flight, up to where the rest only queue in
 // the API server's priority and fairness: on the 2-core test cluster 32
 // converged 10,000 declarations fastest of 16, 32, 48 and 96 (make
-// bench-gitops; the figures are in the README's GitSync benchmarks).
+// bench-gitops; see bench/README.md, GitSync).
 const concurrency = 32
 
 // Validate dry-runs every declaration through the API server, so schema,

@@ -63,7 +63,7 @@ const listPage = 500
 // includes changes made a moment ago: a sync decides on it what to
 // validate. Metadata alone come as protobuf, without spec, status or
 // JSON: a list of 10,000 templates takes a fraction of the time the whole
-// objects take as JSON (README, GitSync benchmarks). When the
+// objects take as JSON (bench/README.md, GitSync). When the
 // declarations carry a GitSync's ownership label (SetOwner), only objects
 // with that label are listed: a GitSync of a few objects does not read
 // the thousands another one applied. A declared object without the label

@@ -61,7 +61,7 @@ func TestOnlyTheOwnerGetsIn(t *testing.T) {
 	if allowed(t, admin, alice, ns, "create", "") {
 		t.Errorf("alice may create pods in her sandbox namespace: the sandbox pod is the controller's")
 	}
-	// The owner role is exactly what the README promises: get and list
+	// The owner role is exactly what the isolation guide promises: get and list
 	// pods, exec, attach, port-forward and logs; nothing else.
 	for _, verb := range []string{"get", "list"} {
 		if !allowed(t, admin, alice, ns, verb, "") {
@@ -74,7 +74,7 @@ func TestOnlyTheOwnerGetsIn(t *testing.T) {
 		}
 	}
 
-	// Visibility, a stated choice (README, "Who sees which sandboxes"):
+	// Visibility, a stated choice (docs/guides/isolation.md, "Who sees which sandboxes"):
 	// every user of agentsandbox-user lists every Sandbox, with its owner,
 	// namespace and pod IP, and gets no further than the Sandbox object.
 	list := &v1.SandboxList{}
@@ -86,7 +86,7 @@ func TestOnlyTheOwnerGetsIn(t *testing.T) {
 		seen = seen || s.Name == mine.Name && s.Spec.Owner == alice && s.Status.Namespace == ns
 	}
 	if !seen {
-		t.Errorf("bob's list does not show alice's sandbox %s with owner and namespace: the README says every user sees every sandbox", mine.Name)
+		t.Errorf("bob's list does not show alice's sandbox %s with owner and namespace: the isolation guide says every user sees every sandbox", mine.Name)
 	}
 	forbidden(t, "bob listing alice's pods", asBob.List(ctx, &corev1.PodList{}, client.InNamespace(ns)), "")
 	forbidden(t, "bob reading alice's namespace", asBob.Get(ctx, types.NamespacedName{Name: ns}, &corev1.Namespace{}), "")

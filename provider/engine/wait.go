@@ -1,4 +1,4 @@
-package provider
+package engine
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func (o objects) waitReady(ctx context.Context, name string) (*unstructured.Unst
 			return false, err
 		}
 		if readiness.Failed {
-			return false, fmt.Errorf("%s %q cannot become ready: %s", o.kind.noun, name, readiness.Message)
+			return false, fmt.Errorf("%s %q cannot become ready: %s", o.kind.Noun, name, readiness.Message)
 		}
 		ready, now := readiness.Ready, readiness.Message
 		if now == "" {
@@ -58,17 +58,17 @@ func (o objects) waitReady(ctx context.Context, name string) (*unstructured.Unst
 			missingSince = time.Now()
 		case time.Since(missingSince) >= referenceGrace:
 			return false, fmt.Errorf("%s %q cannot become ready: %s (for %s; nothing created it)",
-				o.kind.noun, name, msg, time.Since(missingSince).Round(time.Second))
+				o.kind.Noun, name, msg, time.Since(missingSince).Round(time.Second))
 		}
 		if now != progress {
 			progress = now
-			logProgress(ctx, start, "waiting for "+o.kind.noun+" to be ready", name, progress)
+			logProgress(ctx, start, "waiting for "+o.kind.Noun+" to be ready", name, progress)
 		}
 		return ready, nil
 	})
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return nil, fmt.Errorf("%s %q was not ready after %s: %s; the object is applied, "+
-			"raise the timeout or set wait_for_ready = false to not wait", o.kind.noun, name,
+			"raise the timeout or set wait_for_ready = false to not wait", o.kind.Noun, name,
 			time.Since(start).Round(time.Second), progress)
 	}
 	return live, err

@@ -1,8 +1,7 @@
-package provider
+package engine
 
 import (
 	"fmt"
-	"os"
 	"sync"
 
 	"k8s.io/client-go/rest"
@@ -11,15 +10,11 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 )
 
-// envLookup reads the KUBE_* fallbacks; a variable so tests can pass their
-// own environment.
-var envLookup = os.Getenv
-
 // Clients is what Configure hands to resources and data sources: the
 // connection settings and, once the first operation asks for it, one client
 // reused for the rest of the run.
 type Clients struct {
-	settings connectionSettings
+	restConfig func() (*rest.Config, error)
 	// FieldManager names the provider's server-side apply writes.
 	FieldManager string
 
@@ -28,8 +23,10 @@ type Clients struct {
 	err    error
 }
 
-func newClients(s connectionSettings, fieldManager string) *Clients {
-	return &Clients{settings: s, FieldManager: fieldManager}
+// NewClients builds the client from restConfig when an operation first
+// needs it, and names its writes fieldManager.
+func NewClients(restConfig func() (*rest.Config, error), fieldManager string) *Clients {
+	return &Clients{restConfig: restConfig, FieldManager: fieldManager}
 }
 
 // Client returns the shared client, building it on first use. A failure is
@@ -37,7 +34,7 @@ func newClients(s connectionSettings, fieldManager string) *Clients {
 func (c *Clients) Client() (client.Client, error) {
 	c.once.Do(func() {
 		var cfg *rest.Config
-		if cfg, c.err = c.settings.restConfig(); c.err != nil {
+		if cfg, c.err = c.restConfig(); c.err != nil {
 			return
 		}
 		cfg.UserAgent = "terraform-provider-agentsandbox"

@@ -1,4 +1,4 @@
-package provider
+package resources_test
 
 import (
 	"context"
@@ -12,11 +12,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/statecheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/acctest"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 )
 
@@ -41,6 +40,9 @@ type lifecycle struct {
 	drift      string
 	driftField []string
 	want       any
+	// waitOptIn: the type does not wait for ready unless asked
+	// (wait_for_ready defaults to false), so a create may record no status.
+	waitOptIn bool
 	// leftovers lists what an object of the type leaves behind if deletion
 	// is incomplete.
 	leftovers func(t *testing.T, name string) []string
@@ -51,16 +53,16 @@ type lifecycle struct {
 // a step is waiting on the reconciler and the namespace controller.
 func (l lifecycle) run(t *testing.T) {
 	addr := "agentsandbox_" + l.typeName + ".test"
-	cfg := func(v int) string { return providerConfig(t) + l.config(v) }
+	cfg := func(v int) string { return acctest.ProviderConfig(t) + l.config(v) }
 	created := []statecheck.StateCheck{
 		statecheck.ExpectKnownValue(addr, tfjsonpath.New("id"), knownvalue.StringExact(l.name(0))),
 	}
-	if k, err := kindOf(l.typeName); err == nil && !k.waitOptIn {
+	if !l.waitOptIn {
 		// Waiting for ready means the reconciler has written a status.
 		created = append(created, statecheck.ExpectKnownValue(addr, tfjsonpath.New("status"), knownvalue.NotNull()))
 	}
 	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: factories,
+		ProtoV6ProviderFactories: acctest.Factories,
 		CheckDestroy: func(*terraform.State) error {
 			for v := 0; v <= 2; v++ {
 				if err := l.gone(t, l.name(v)); err != nil {
@@ -91,13 +93,13 @@ func (l lifecycle) run(t *testing.T) {
 				ImportStateVerifyIgnore: []string{"status"},
 			},
 			{
-				PreConfig: func() { patchOutOfBand(t, l.typeName, l.name(0), l.drift) },
+				PreConfig: func() { acctest.PatchOutOfBand(t, l.typeName, l.name(0), l.drift) },
 				Config:    cfg(0),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate),
 				}},
 				Check: func(*terraform.State) error {
-					u := live(t, l.typeName, l.name(0))
+					u := acctest.Live(t, l.typeName, l.name(0))
 					got, _, _ := unstructured.NestedFieldNoCopy(u.Object, l.driftField...)
 					if fmt.Sprint(got) != fmt.Sprint(l.want) {
 						return fmt.Errorf("%v is %v after apply, want %v", l.driftField, got, l.want)
@@ -132,7 +134,7 @@ func (l lifecycle) run(t *testing.T) {
 				},
 			},
 			{
-				PreConfig: func() { deleteOutOfBand(t, l.typeName, l.name(2)) },
+				PreConfig: func() { acctest.DeleteOutOfBand(t, l.typeName, l.name(2)) },
 				Config:    cfg(2),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction(addr, plancheck.ResourceActionCreate),
@@ -144,8 +146,8 @@ func (l lifecycle) run(t *testing.T) {
 
 // gone fails when the object or anything it owned is still there.
 func (l lifecycle) gone(t *testing.T, name string) error {
-	if live(t, l.typeName, name) != nil {
-		return fmt.Errorf("%s %s still exists after destroy", l.typeName, name)
+	if err := acctest.Gone(t, l.typeName, name); err != nil {
+		return err
 	}
 	if l.leftovers != nil {
 		if left := l.leftovers(t, name); len(left) > 0 {
@@ -153,24 +155,6 @@ func (l lifecycle) gone(t *testing.T, name string) error {
 		}
 	}
 	return nil
-}
-
-// namespacesLabelled lists the namespaces carrying a label.
-func namespacesLabelled(t *testing.T, key, value string) []string {
-	var list corev1.NamespaceList
-	if err := testcluster.Get(t).Client.List(context.Background(), &list, client.MatchingLabels{key: value}); err != nil {
-		t.Fatalf("list namespaces: %v", err)
-	}
-	var names []string
-	for _, ns := range list.Items {
-		var owners []string
-		for _, o := range ns.OwnerReferences {
-			owners = append(owners, o.Kind+"/"+o.Name)
-		}
-		names = append(names, fmt.Sprintf("namespace/%s (owners %v, member %s, deleting since %v)",
-			ns.Name, owners, ns.Labels[v1.LabelMember], ns.DeletionTimestamp))
-	}
-	return names
 }
 
 // templateHCL is a small valid template.
@@ -189,168 +173,20 @@ resource "agentsandbox_template" %q {
 `, address, name, image)
 }
 
-func TestAccNodePool(t *testing.T) {
-	group := testcluster.Name("acc-group")
-	testcluster.Get(t).Node(t, map[string]string{"agentsandbox.dev/node-group": group},
-		corev1.Taint{Key: "agentsandbox.dev/runtime", Value: "gvisor", Effect: corev1.TaintEffectNoSchedule})
-	name := testcluster.Name("np")
-	handlers := []string{"runsc", "runsc", "kata-qemu"}
-	cpu := []string{"100m", "250m", "250m"}
-	lifecycle{
-		typeName: "node_pool",
-		name:     func(int) string { return name },
-		config: func(v int) string {
-			return fmt.Sprintf(`
-resource "agentsandbox_node_pool" "test" {
-  name = %q
-  spec = {
-    runtime_handler = %q
-    node_selector   = { "agentsandbox.dev/node-group" = %q }
-    taints          = [{ key = "agentsandbox.dev/runtime", value = "gvisor" }]
-    overhead        = { cpu = %q, memory = "64Mi" }
-  }
-}
-`, name, handlers[v], group, cpu[v])
-		},
-		changedPath:  tfjsonpath.New("spec").AtMapKey("overhead").AtMapKey("cpu"),
-		changedValue: knownvalue.StringExact("250m"),
-		drift:        `{"spec":{"overhead":{"cpu":"900m"}}}`,
-		driftField:   []string{"spec", "overhead", "cpu"},
-		want:         "100m",
-	}.run(t)
-}
-
-func TestAccTemplate(t *testing.T) {
-	names := []string{testcluster.Name("tpl"), "", testcluster.Name("tpl")}
-	names[1] = names[0]
-	images := []string{"ghcr.io/acme/python:3.12", "ghcr.io/acme/python:3.13", "ghcr.io/acme/python:3.13"}
-	lifecycle{
-		typeName:     "template",
-		name:         func(v int) string { return names[v] },
-		config:       func(v int) string { return templateHCL("test", names[v], images[v]) },
-		changedPath:  tfjsonpath.New("spec").AtMapKey("image"),
-		changedValue: knownvalue.StringExact("ghcr.io/acme/python:3.13"),
-		drift:        `{"spec":{"image":"docker.io/library/busybox:latest","workingDir":"/tmp"}}`,
-		driftField:   []string{"spec", "image"},
-		want:         "ghcr.io/acme/python:3.12",
-	}.run(t)
-}
-
-func TestAccWarmPool(t *testing.T) {
-	tpl := testcluster.Name("tpl")
-	names := []string{testcluster.Name("wp"), "", testcluster.Name("wp")}
-	names[1] = names[0]
-	replicas := []int{2, 3, 3}
-	lifecycle{
-		typeName: "warm_pool",
-		name:     func(v int) string { return names[v] },
-		config: func(v int) string {
-			return templateHCL("tpl", tpl, "ghcr.io/acme/python:3.12") + fmt.Sprintf(`
-resource "agentsandbox_warm_pool" "test" {
-  name = %q
-  spec = {
-    template_ref = { name = agentsandbox_template.tpl.name }
-    replicas     = %d
-  }
-}
-`, names[v], replicas[v])
-		},
-		changedPath:  tfjsonpath.New("spec").AtMapKey("replicas"),
-		changedValue: knownvalue.Int64Exact(3),
-		// The update waited for the third member (state keeps the status
-		// read before the update; the cluster has the new one).
-		updated: func(t *testing.T, name string) error {
-			ready, _, _ := unstructured.NestedInt64(live(t, "warm_pool", name).Object, "status", "readyReplicas")
-			if ready != 3 {
-				return fmt.Errorf("warm pool %s has %d ready members right after the update, want 3", name, ready)
-			}
-			return nil
-		},
-		drift:      `{"spec":{"replicas":1}}`,
-		driftField: []string{"spec", "replicas"},
-		want:       2,
-		leftovers: func(t *testing.T, name string) []string {
-			return namespacesLabelled(t, v1.LabelWarmPool, name)
-		},
-	}.run(t)
-}
-
-func TestAccSandbox(t *testing.T) {
-	tpls := []string{testcluster.Name("tpl"), testcluster.Name("tpl")}
-	name := testcluster.Name("sbx")
-	ttls := []string{"2h", "3h", "3h"}
-	lifecycle{
-		typeName: "sandbox",
-		name:     func(int) string { return name },
-		config: func(v int) string {
-			ref := "a"
-			if v == 2 {
-				ref = "b"
-			}
-			return templateHCL("a", tpls[0], "ghcr.io/acme/python:3.12") + templateHCL("b", tpls[1], "ghcr.io/acme/node:22") +
-				fmt.Sprintf(`
-resource "agentsandbox_sandbox" "test" {
-  name = %q
-  spec = {
-    template_ref = { name = agentsandbox_template.%s.name }
-    ttl          = %q
-  }
-}
-`, name, ref, ttls[v])
-		},
-		changedPath:  tfjsonpath.New("spec").AtMapKey("ttl"),
-		changedValue: knownvalue.StringExact("3h"),
-		drift:        `{"spec":{"ttl":"5m"}}`,
-		driftField:   []string{"spec", "ttl"},
-		want:         "2h",
-		leftovers: func(t *testing.T, name string) []string {
-			return namespacesLabelled(t, v1.LabelSandbox, name)
-		},
-	}.run(t)
-}
-
-func TestAccGitSync(t *testing.T) {
-	names := []string{testcluster.Name("gs"), "", testcluster.Name("gs")}
-	names[1] = names[0]
-	intervals := []string{"5m", "10m", "10m"}
-	lifecycle{
-		typeName: "git_sync",
-		name:     func(v int) string { return names[v] },
-		config: func(v int) string {
-			return fmt.Sprintf(`
-resource "agentsandbox_git_sync" "test" {
-  name = %q
-  spec = {
-    url      = "https://git.example.com/platform/sandboxes.git"
-    ref      = { branch = "main" }
-    path     = "./clusters/dev"
-    interval = %q
-  }
-}
-`, names[v], intervals[v])
-		},
-		changedPath:  tfjsonpath.New("spec").AtMapKey("interval"),
-		changedValue: knownvalue.StringExact("10m"),
-		drift:        `{"spec":{"interval":"1h","suspend":true}}`,
-		driftField:   []string{"spec", "interval"},
-		want:         "5m",
-	}.run(t)
-}
-
 // TestAccConflictWithAnotherDeclaration: a field another server-side apply
 // manager (a GitSync, another configuration) declares is not fought over:
 // apply fails and names that manager.
 func TestAccConflictWithAnotherDeclaration(t *testing.T) {
 	name := testcluster.Name("tpl")
-	config := providerConfig(t) + templateHCL("test", name, "ghcr.io/acme/python:3.12")
+	config := acctest.ProviderConfig(t) + templateHCL("test", name, "ghcr.io/acme/python:3.12")
 	resource.ParallelTest(t, resource.TestCase{
-		ProtoV6ProviderFactories: factories,
+		ProtoV6ProviderFactories: acctest.Factories,
 		CheckDestroy:             func(*terraform.State) error { return lifecycle{typeName: "template"}.gone(t, name) },
 		Steps: []resource.TestStep{
 			{Config: config},
 			{
 				PreConfig: func() {
-					u := live(t, "template", name)
+					u := acctest.Live(t, "template", name)
 					u.SetManagedFields(nil)
 					u.SetResourceVersion("")
 					delete(u.Object, "status")
@@ -399,10 +235,10 @@ resource "agentsandbox_template" "test" {
 		t.Run(tc.name, func(t *testing.T) {
 			name := testcluster.Name("ref")
 			resource.ParallelTest(t, resource.TestCase{
-				ProtoV6ProviderFactories: factories,
+				ProtoV6ProviderFactories: acctest.Factories,
 				CheckDestroy:             func(*terraform.State) error { return lifecycle{typeName: tc.typeName}.gone(t, name) },
 				Steps: []resource.TestStep{{
-					Config:      providerConfig(t) + fmt.Sprintf(tc.config, name, missing),
+					Config:      acctest.ProviderConfig(t) + fmt.Sprintf(tc.config, name, missing),
 					ExpectError: regexp.MustCompile(`cannot become ready:[\s\S]*"` + missing + `"[\s\S]*does\s+not\s+exist[\s\S]*\(for\s+3\ds;\s+nothing\s+created\s+it\)`),
 				}},
 			})

@@ -1,4 +1,4 @@
-package provider
+package engine
 
 import (
 	"context"
@@ -36,28 +36,42 @@ var (
 	_ resource.ResourceWithImportState = &objectResource{}
 )
 
-// objectResource manages one agentsandbox.dev object; the kind table and
-// the CRD make it a node pool, template, warm pool, sandbox or Git sync.
+// objectResource manages one agentsandbox.dev object; its kind and the CRD
+// make it a node pool, template, warm pool, sandbox or Git sync.
 type objectResource struct {
-	typeName string
-	clients  *Clients
+	kind    *Kind
+	waits   Waits
+	clients *Clients
 }
 
-func newResource(typeName string) func() resource.Resource {
-	return func() resource.Resource { return &objectResource{typeName: typeName} }
+// Waits says how a resource type waits for its object to be ready, and
+// how its documentation says so.
+type Waits struct {
+	// ReadyDoc says what ready means for the kind (v1alpha1.Readiness), in
+	// the resource's documentation.
+	ReadyDoc string
+	// OptIn makes wait_for_ready false unless set: for kinds whose
+	// readiness depends on things outside the cluster.
+	OptIn bool
+	// ServerDefaulted are spec attributes an admission step sets when they
+	// are left unset, so a plan must not insist on their absence.
+	ServerDefaulted map[string]bool
 }
+
+// Resource is the resource of kind k, waiting as w says.
+func Resource(k *Kind, w Waits) resource.Resource { return &objectResource{kind: k, waits: w} }
 
 func (r *objectResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_" + r.typeName
+	resp.TypeName = req.ProviderTypeName + "_" + r.kind.TypeName
 }
 
 func (r *objectResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
-	k, err := kindOf(r.typeName)
+	k, err := r.kind.loaded()
 	if err != nil {
 		resp.Diagnostics.AddError("Schema Error", err.Error())
 		return
 	}
-	spec, err := crdschema.SpecAttribute(k.schema, k.serverDefaulted)
+	spec, err := crdschema.SpecAttribute(k.schema, r.waits.ServerDefaulted)
 	if err != nil {
 		resp.Diagnostics.AddError("Schema Error", err.Error())
 		return
@@ -70,7 +84,7 @@ func (r *objectResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 		},
 		"name": schema.StringAttribute{
 			Required:      true,
-			Description:   fmt.Sprintf("Name of the %s (metadata.name), unique in the cluster. Changing it replaces the object.", k.noun),
+			Description:   fmt.Sprintf("Name of the %s (metadata.name), unique in the cluster. Changing it replaces the object.", k.Noun),
 			Validators:    k.schema.NameValidators,
 			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 		},
@@ -92,13 +106,13 @@ func (r *objectResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 		"timeouts": timeouts.Attributes(ctx, timeouts.Opts{Create: true, Update: true, Delete: true}),
 	}
 	description := k.schema.Description + "\n\nApplied with server-side apply; destroy waits until the object and what it owns are gone."
-	waitDoc := "Wait after create and update until the " + k.noun + " is ready (" + k.readyDoc +
+	waitDoc := "Wait after create and update until the " + k.Noun + " is ready (" + r.waits.ReadyDoc +
 		"), within timeouts.create / timeouts.update. A stalled object fails the apply at once."
-	if k.waitOptIn {
+	if r.waits.OptIn {
 		waitDoc += " Off by default: the first sync needs a reachable Git server and credentials."
 	}
 	attrs["wait_for_ready"] = schema.BoolAttribute{
-		Optional: true, Computed: true, Default: booldefault.StaticBool(!k.waitOptIn), Description: waitDoc,
+		Optional: true, Computed: true, Default: booldefault.StaticBool(!r.waits.OptIn), Description: waitDoc,
 	}
 	resp.Schema = schema.Schema{Description: description, Attributes: attrs}
 }
@@ -127,7 +141,7 @@ func (r *objectResource) write(ctx context.Context, plan tfsdk.Plan, state *tfsd
 	}
 	timeout, d := limit(ctx, defaultWriteTimeout)
 	diags.Append(d...)
-	o, ok := newObjects(r.clients, r.typeName, diags)
+	o, ok := newObjects(r.clients, r.kind, diags)
 	if !ok || diags.HasError() {
 		return
 	}
@@ -149,7 +163,7 @@ func (r *objectResource) write(ctx context.Context, plan tfsdk.Plan, state *tfsd
 		case err == nil:
 			diags.AddError("Object Already Exists", fmt.Sprintf(
 				"%s %q already exists on the cluster. Import it rather than create it: "+
-					"terraform import agentsandbox_%s.<address> %s", o.kind.noun, name, r.typeName, name))
+					"terraform import agentsandbox_%s.<address> %s", o.kind.Noun, name, r.kind.TypeName, name))
 			return
 		case !apierrors.IsNotFound(err):
 			diags.AddError("Kubernetes API Error", err.Error())
@@ -161,7 +175,7 @@ func (r *objectResource) write(ctx context.Context, plan tfsdk.Plan, state *tfsd
 		diags.AddError("Apply Failed", err.Error())
 		return
 	}
-	tflog.Info(ctx, "applied "+o.kind.noun, map[string]any{"name": name})
+	tflog.Info(ctx, "applied "+o.kind.Noun, map[string]any{"name": name})
 	if waitForReady(attrs) {
 		ready, err := o.waitReady(ctx, name)
 		if err != nil {
@@ -195,7 +209,7 @@ func waitForReady(attrs map[string]tftypes.Value) bool {
 }
 
 func (r *objectResource) record(live *unstructured.Unstructured, prior map[string]tftypes.Value, state *tfsdk.State, diags *diag.Diagnostics) {
-	k, err := kindOf(r.typeName)
+	k, err := r.kind.loaded()
 	if err != nil {
 		diags.AddError("Schema Error", err.Error())
 		return
@@ -203,7 +217,7 @@ func (r *objectResource) record(live *unstructured.Unstructured, prior map[strin
 	typ, _ := state.Schema.Type().TerraformType(context.Background()).(tftypes.Object)
 	v, err := k.objectValue(typ, live, prior)
 	if err != nil {
-		diags.AddError("Cannot Read Object", fmt.Sprintf("%s %q: %v", k.noun, live.GetName(), err))
+		diags.AddError("Cannot Read Object", fmt.Sprintf("%s %q: %v", k.Noun, live.GetName(), err))
 		return
 	}
 	state.Raw = v
@@ -212,7 +226,7 @@ func (r *objectResource) record(live *unstructured.Unstructured, prior map[strin
 // Read refreshes the state from the cluster; an object deleted out of band
 // leaves the state, so the next plan creates it again.
 func (r *objectResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	o, ok := newObjects(r.clients, r.typeName, &resp.Diagnostics)
+	o, ok := newObjects(r.clients, r.kind, &resp.Diagnostics)
 	if !ok {
 		return
 	}
@@ -227,7 +241,7 @@ func (r *objectResource) Read(ctx context.Context, req resource.ReadRequest, res
 	}
 	live, err := o.get(ctx, name)
 	if apierrors.IsNotFound(err) {
-		tflog.Info(ctx, o.kind.noun+" was deleted outside Terraform", map[string]any{"name": name})
+		tflog.Info(ctx, o.kind.Noun+" was deleted outside Terraform", map[string]any{"name": name})
 		resp.State.RemoveResource(ctx)
 		return
 	}
@@ -243,7 +257,7 @@ func (r *objectResource) Delete(ctx context.Context, req resource.DeleteRequest,
 	resp.Diagnostics.Append(req.State.GetAttribute(ctx, path.Root("timeouts"), &t)...)
 	timeout, diags := t.Delete(ctx, defaultDeleteTimeout)
 	resp.Diagnostics.Append(diags...)
-	o, ok := newObjects(r.clients, r.typeName, &resp.Diagnostics)
+	o, ok := newObjects(r.clients, r.kind, &resp.Diagnostics)
 	if !ok || resp.Diagnostics.HasError() {
 		return
 	}
@@ -263,9 +277,7 @@ func (r *objectResource) Delete(ctx context.Context, req resource.DeleteRequest,
 func (r *objectResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
-	if k, err := kindOf(r.typeName); err == nil {
-		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait_for_ready"), !k.waitOptIn)...)
-	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("wait_for_ready"), !r.waits.OptIn)...)
 }
 
 // rootAttrs splits a plan or state into its attributes.
@@ -285,7 +297,7 @@ func clientsFrom(data any, diags *diag.Diagnostics) *Clients {
 	}
 	c, ok := data.(*Clients)
 	if !ok {
-		diags.AddError("Unexpected Provider Data", fmt.Sprintf("expected *provider.Clients, got %T", data))
+		diags.AddError("Unexpected Provider Data", fmt.Sprintf("expected *engine.Clients, got %T", data))
 	}
 	return c
 }

@@ -1,4 +1,4 @@
-package provider
+package engine
 
 import (
 	"context"
@@ -18,20 +18,19 @@ var _ datasource.DataSourceWithConfigure = &objectDataSource{}
 
 // objectDataSource reads one agentsandbox.dev object by name.
 type objectDataSource struct {
-	typeName string
-	clients  *Clients
+	kind    *Kind
+	clients *Clients
 }
 
-func newDataSource(typeName string) func() datasource.DataSource {
-	return func() datasource.DataSource { return &objectDataSource{typeName: typeName} }
-}
+// DataSource is the data source of kind k: it reads one object by name.
+func DataSource(k *Kind) datasource.DataSource { return &objectDataSource{kind: k} }
 
 func (d *objectDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_" + d.typeName
+	resp.TypeName = req.ProviderTypeName + "_" + d.kind.TypeName
 }
 
 func (d *objectDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	k, err := kindOf(d.typeName)
+	k, err := d.kind.loaded()
 	if err != nil {
 		resp.Diagnostics.AddError("Schema Error", err.Error())
 		return
@@ -39,19 +38,19 @@ func (d *objectDataSource) Schema(_ context.Context, _ datasource.SchemaRequest,
 	attrs := objectAttributes(k)
 	attrs["name"] = schema.StringAttribute{
 		Required:    true,
-		Description: fmt.Sprintf("Name of the %s to read.", k.noun),
+		Description: fmt.Sprintf("Name of the %s to read.", k.Noun),
 		Validators:  k.schema.NameValidators,
 	}
 	resp.Schema = schema.Schema{
 		Description: fmt.Sprintf("Reads a %s declared elsewhere (another configuration, a GitSync, kubectl). %s",
-			k.noun, k.schema.Description),
+			k.Noun, k.schema.Description),
 		Attributes: attrs,
 	}
 }
 
 // objectAttributes are the read-only attributes of an object: id, labels,
 // annotations, spec and status.
-func objectAttributes(k *kind) map[string]schema.Attribute {
+func objectAttributes(k *Kind) map[string]schema.Attribute {
 	return map[string]schema.Attribute{
 		"id":          schema.StringAttribute{Computed: true, Description: "The object's name."},
 		"labels":      schema.MapAttribute{Computed: true, ElementType: types.StringType, Description: "Labels of the object, without the system's."},
@@ -68,7 +67,7 @@ func (d *objectDataSource) Configure(_ context.Context, req datasource.Configure
 }
 
 func (d *objectDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	o, ok := newObjects(d.clients, d.typeName, &resp.Diagnostics)
+	o, ok := newObjects(d.clients, d.kind, &resp.Diagnostics)
 	if !ok {
 		return
 	}
@@ -79,7 +78,7 @@ func (d *objectDataSource) Read(ctx context.Context, req datasource.ReadRequest,
 	}
 	live, err := o.get(ctx, name)
 	if apierrors.IsNotFound(err) {
-		resp.Diagnostics.AddAttributeError(path.Root("name"), "Not Found", fmt.Sprintf("%s %q does not exist on the cluster", o.kind.noun, name))
+		resp.Diagnostics.AddAttributeError(path.Root("name"), "Not Found", fmt.Sprintf("%s %q does not exist on the cluster", o.kind.Noun, name))
 		return
 	}
 	if err != nil {

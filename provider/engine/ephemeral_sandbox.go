@@ -1,4 +1,4 @@
-package provider
+package engine
 
 import (
 	"context"
@@ -61,14 +61,16 @@ type ephemeralSandboxModel struct {
 	Timeouts      timeouts.Value `tfsdk:"timeouts"`
 }
 
-func newEphemeralSandbox() ephemeral.EphemeralResource { return &ephemeralSandbox{} }
+// EphemeralSandbox is the ephemeral agentsandbox_sandbox: a sandbox opened for
+// one run and deleted at its end.
+func EphemeralSandbox() ephemeral.EphemeralResource { return &ephemeralSandbox{} }
 
 func (e *ephemeralSandbox) Metadata(_ context.Context, req ephemeral.MetadataRequest, resp *ephemeral.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_sandbox"
 }
 
 func (e *ephemeralSandbox) Schema(ctx context.Context, _ ephemeral.SchemaRequest, resp *ephemeral.SchemaResponse) {
-	k, err := kindOf("sandbox")
+	k, err := Sandbox.loaded()
 	if err != nil {
 		resp.Diagnostics.AddError("Schema Error", err.Error())
 		return
@@ -118,7 +120,7 @@ func (e *ephemeralSandbox) Configure(_ context.Context, req ephemeral.ConfigureR
 func (e *ephemeralSandbox) Open(ctx context.Context, req ephemeral.OpenRequest, resp *ephemeral.OpenResponse) {
 	var m ephemeralSandboxModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
-	o, ok := newObjects(e.clients, "sandbox", &resp.Diagnostics)
+	o, ok := newObjects(e.clients, Sandbox, &resp.Diagnostics)
 	if !ok || resp.Diagnostics.HasError() {
 		return
 	}
@@ -190,7 +192,7 @@ func (e *ephemeralSandbox) Close(ctx context.Context, req ephemeral.CloseRequest
 	if err := json.Unmarshal(data, &name); err != nil || name == "" {
 		return // Open failed before it created anything
 	}
-	o, ok := newObjects(e.clients, "sandbox", &resp.Diagnostics)
+	o, ok := newObjects(e.clients, Sandbox, &resp.Diagnostics)
 	if !ok {
 		return
 	}

@@ -1,4 +1,4 @@
-package provider
+package engine
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 // objectValue is the Terraform value of a live object, with the attributes
 // of typ: name, id, labels, annotations, spec and status from the object;
 // anything else (timeouts, wait_for_ready) from prior, or null.
-func (k *kind) objectValue(typ tftypes.Object, obj *unstructured.Unstructured, prior map[string]tftypes.Value) (tftypes.Value, error) {
+func (k *Kind) objectValue(typ tftypes.Object, obj *unstructured.Unstructured, prior map[string]tftypes.Value) (tftypes.Value, error) {
 	attrs := make(map[string]tftypes.Value, len(typ.AttributeTypes))
 	for name, attrType := range typ.AttributeTypes {
 		var v tftypes.Value
@@ -71,7 +71,7 @@ func isSystemKey(k string) bool {
 
 // desiredObject builds the object a plan declares, and its spec with
 // crdschema.Unknown where the server decides.
-func (k *kind) desiredObject(plan map[string]tftypes.Value) (*unstructured.Unstructured, map[string]any, error) {
+func (k *Kind) desiredObject(plan map[string]tftypes.Value) (*unstructured.Unstructured, map[string]any, error) {
 	var name string
 	if err := plan["name"].As(&name); err != nil {
 		return nil, nil, err

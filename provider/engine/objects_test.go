@@ -1,4 +1,4 @@
-package provider
+package engine
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 // cluster does not know the kind tells the user how to install it, and
 // still wraps the original.
 func TestMissingCRDNamesTheInstallStep(t *testing.T) {
-	k, err := kindOf("warm_pool")
+	k, err := WarmPool.loaded()
 	if err != nil {
 		t.Fatal(err)
 	}

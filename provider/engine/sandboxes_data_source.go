@@ -1,4 +1,4 @@
-package provider
+package engine
 
 import (
 	"context"
@@ -24,7 +24,8 @@ type sandboxesDataSource struct {
 	clients *Clients
 }
 
-func newSandboxesDataSource() datasource.DataSource { return &sandboxesDataSource{} }
+// SandboxList is agentsandbox_sandboxes: the sandboxes that match filters.
+func SandboxList() datasource.DataSource { return &sandboxesDataSource{} }
 
 // sandboxFilters are the filter attributes, in the order they apply.
 var sandboxFilters = []string{"owner", "template", "warm_pool", "state"}
@@ -34,7 +35,7 @@ func (d *sandboxesDataSource) Metadata(_ context.Context, req datasource.Metadat
 }
 
 func (d *sandboxesDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	k, err := kindOf("sandbox")
+	k, err := Sandbox.loaded()
 	if err != nil {
 		resp.Diagnostics.AddError("Schema Error", err.Error())
 		return
@@ -61,7 +62,7 @@ func (d *sandboxesDataSource) Configure(_ context.Context, req datasource.Config
 }
 
 func (d *sandboxesDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	o, ok := newObjects(d.clients, "sandbox", &resp.Diagnostics)
+	o, ok := newObjects(d.clients, Sandbox, &resp.Diagnostics)
 	if !ok {
 		return
 	}

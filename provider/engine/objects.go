@@ -1,4 +1,4 @@
-package provider
+package engine
 
 import (
 	"context"
@@ -24,24 +24,24 @@ import (
 
 // installHint is what to do when the cluster does not know the kinds.
 const installHint = "the agentsandbox.dev CRDs are not installed on this cluster: install them first with " +
-	"`kubectl apply --server-side -k config/` from the agentsandbox repository (README, Install)"
+	"`kubectl apply --server-side -k config/` from the agentsandbox repository (README, Install on a cluster)"
 
 // objects reads and writes the objects of one kind for a resource or data
 // source.
 type objects struct {
 	c            client.Client
-	kind         *kind
+	kind         *Kind
 	fieldManager string
 }
 
 // newObjects returns the client side of a resource or data source of a
 // type, or adds to diags why there is none.
-func newObjects(clients *Clients, typeName string, diags *diag.Diagnostics) (objects, bool) {
+func newObjects(clients *Clients, kind *Kind, diags *diag.Diagnostics) (objects, bool) {
 	if clients == nil {
 		diags.AddError("Unconfigured Provider", "the agentsandbox provider was not configured before this operation")
 		return objects{}, false
 	}
-	k, err := kindOf(typeName)
+	k, err := kind.loaded()
 	if err != nil {
 		diags.AddError("Schema Error", err.Error())
 		return objects{}, false
@@ -74,12 +74,12 @@ func (o objects) get(ctx context.Context, name string) (*unstructured.Unstructur
 // missing, how to install them.
 func (o objects) explain(err error, verb, name string) error {
 	if meta.IsNoMatchError(err) {
-		return fmt.Errorf("cannot %s %s %q: %s (%w)", verb, o.kind.noun, name, installHint, err)
+		return fmt.Errorf("cannot %s %s %q: %s (%w)", verb, o.kind.Noun, name, installHint, err)
 	}
 	if apierrors.IsNotFound(err) {
 		return err
 	}
-	return fmt.Errorf("cannot %s %s %q: %w", verb, o.kind.noun, name, err)
+	return fmt.Errorf("cannot %s %s %q: %w", verb, o.kind.Noun, name, err)
 }
 
 // apply writes the object with server-side apply. A conflict with another
@@ -101,7 +101,7 @@ func (o objects) apply(ctx context.Context, desired *unstructured.Unstructured, 
 		if owners := o.declaredBy(live, err); len(owners) > 0 {
 			return nil, fmt.Errorf("cannot apply %s %q: fields are also declared with server-side apply by %s; "+
 				"keep each object in one place (this configuration or the other one): %w",
-				o.kind.noun, name, strings.Join(owners, ", "), err)
+				o.kind.Noun, name, strings.Join(owners, ", "), err)
 		}
 		tflog.Info(ctx, "taking back fields changed outside Terraform", map[string]any{"name": name, "conflict": err.Error()})
 		err = o.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(desired.DeepCopy()),
@@ -215,12 +215,12 @@ func (o objects) waitGone(ctx context.Context, name string) error {
 			return false, err
 		}
 		last = fmt.Sprintf("finalizers %v", live.GetFinalizers())
-		logProgress(ctx, start, "waiting for "+o.kind.noun+" to be deleted", name, last)
+		logProgress(ctx, start, "waiting for "+o.kind.Noun+" to be deleted", name, last)
 		return false, nil
 	})
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s %q is still being deleted after %s (%s); raise timeouts.delete if its members need longer",
-			o.kind.noun, name, time.Since(start).Round(time.Second), last)
+			o.kind.Noun, name, time.Since(start).Round(time.Second), last)
 	}
 	return err
 }

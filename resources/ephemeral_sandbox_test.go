@@ -1,4 +1,4 @@
-package provider
+package resources_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/acctest"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 )
@@ -78,7 +79,7 @@ func TestAccEphemeralSandboxReopenedUnderItsName(t *testing.T) {
 		}
 	}()
 
-	platform := providerConfig(t) + templateHCL("python", tpl, "ghcr.io/acme/python:3.12")
+	platform := acctest.ProviderConfig(t) + templateHCL("python", tpl, "ghcr.io/acme/python:3.12")
 	config := platform + fmt.Sprintf(`
 ephemeral "agentsandbox_sandbox" "fixed" {
   name     = %q
@@ -93,7 +94,7 @@ provider "echo" {
 resource "echo" "fixed" {}
 `, eph)
 	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: factories,
+		ProtoV6ProviderFactories: acctest.Factories,
 		Steps: []resource.TestStep{{
 			// The template first: an ephemeral resource that depends on
 			// something the same run still creates is opened during apply

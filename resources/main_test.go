@@ -1,0 +1,9 @@
+package resources_test
+
+import (
+	"testing"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/acctest"
+)
+
+func TestMain(m *testing.M) { acctest.Main(m) }
