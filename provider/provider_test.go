@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 
-	"github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/provider/engine"
 )
@@ -132,7 +132,7 @@ func TestClientFromKubeconfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("client: %v", err)
 	}
-	if err := c.List(context.Background(), &v1alpha1.SandboxList{}); err != nil {
+	if err := c.List(context.Background(), &v1.SandboxList{}); err != nil {
 		t.Fatalf("listing sandboxes through the provider's client: %v", err)
 	}
 }

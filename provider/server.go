@@ -71,7 +71,7 @@ func nestedArgumentsOf(schemas map[string]*tfprotov6.Schema) nestedArguments {
 // schemas reads the provider's schemas once, on the first diagnostic.
 func (s *placingServer) schemas(ctx context.Context) {
 	s.once.Do(func() {
-		resp, err := s.ProviderServer.GetProviderSchema(ctx, &tfprotov6.GetProviderSchemaRequest{})
+		resp, err := s.GetProviderSchema(ctx, &tfprotov6.GetProviderSchemaRequest{})
 		if err != nil || resp == nil {
 			return
 		}

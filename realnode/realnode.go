@@ -15,9 +15,10 @@ const (
 	NodeIP = "10.244.0.1"
 	// PodCIDR is the range its pods get addresses from.
 	PodCIDR = "10.244.0.0/24"
-	// GroupLabel and Group select it, as a node pool's selector does.
+	// GroupLabel is the label a node pool's selector selects it by.
 	GroupLabel = "agentsandbox.dev/node-group"
-	Group      = "real"
+	// Group is its value of GroupLabel.
+	Group = "real"
 	// TaintKey is its taint (value "true", NoSchedule): only pools that
 	// name it land there.
 	TaintKey = "agentsandbox.dev/real-node"
@@ -25,10 +26,12 @@ const (
 	StorageClass = "agentsandbox-node-local"
 	// PythonImage is the Debian image with python3 built for it.
 	PythonImage = "localhost/agentsandbox/python:3.11"
-	// RuncHandler and GVisorHandler are its containerd runtime handlers.
-	RuncHandler   = "runc"
+	// RuncHandler is its containerd runtime handler for runc.
+	RuncHandler = "runc"
+	// GVisorHandler is its containerd runtime handler for gVisor.
 	GVisorHandler = "runsc"
-	// RequiredEnv, set to "true" (make test does once the node is up),
-	// turns a missing node from a skip into a failure.
+	// RequiredEnv names the variable that, set to "true" (make test does
+	// once the node is up), turns a missing node from a skip into a
+	// failure.
 	RequiredEnv = "AGENTSANDBOX_REAL_NODE"
 )

@@ -48,7 +48,9 @@ func TestManagerServesHealthMetricsAndLeads(t *testing.T) {
 	t.Cleanup(func() {
 		if !stopped {
 			stop()
-			<-done
+			if err := <-done; err != nil {
+				t.Logf("manager stopped: %v", err)
+			}
 		}
 	})
 

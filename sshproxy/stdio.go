@@ -14,10 +14,20 @@ type StdioConn struct {
 	io.WriteCloser
 }
 
-func (StdioConn) LocalAddr() net.Addr              { return stdioAddr{} }
-func (StdioConn) RemoteAddr() net.Addr             { return stdioAddr{} }
-func (StdioConn) SetDeadline(time.Time) error      { return nil }
-func (StdioConn) SetReadDeadline(time.Time) error  { return nil }
+// LocalAddr is a placeholder: standard input and output have no address.
+func (StdioConn) LocalAddr() net.Addr { return stdioAddr{} }
+
+// RemoteAddr is a placeholder: standard input and output have no address.
+func (StdioConn) RemoteAddr() net.Addr { return stdioAddr{} }
+
+// SetDeadline does nothing: pipes have no deadlines, and the SSH server
+// sets none on its connection.
+func (StdioConn) SetDeadline(time.Time) error { return nil }
+
+// SetReadDeadline does nothing, as SetDeadline.
+func (StdioConn) SetReadDeadline(time.Time) error { return nil }
+
+// SetWriteDeadline does nothing, as SetDeadline.
 func (StdioConn) SetWriteDeadline(time.Time) error { return nil }
 
 type stdioAddr struct{}

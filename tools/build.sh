@@ -29,12 +29,13 @@ tool_version() {
 	controller-gen) echo "${CONTROLLER_GEN_VERSION}" ;;
 	tfplugindocs) echo "${TFPLUGINDOCS_VERSION}" ;;
 	gotestsum) echo "${GOTESTSUM_VERSION}" ;;
+	golangci-lint) echo "${GOLANGCI_LINT_VERSION}" ;;
 	terraform) echo "${TERRAFORM_VERSION}" ;;
 	containerd) echo "${CONTAINERD_VERSION}" ;;
 	gvisor) echo "${GVISOR_VERSION}" ;;
 	kube-router) echo "${KUBE_ROUTER_VERSION}" ;;
 	*)
-		echo "unknown tool $1 (want kube, etcd, kwok, tofu, controller-gen, tfplugindocs, gotestsum, terraform, containerd, gvisor, kube-router)" >&2
+		echo "unknown tool $1 (want kube, etcd, kwok, tofu, controller-gen, tfplugindocs, gotestsum, golangci-lint, terraform, containerd, gvisor, kube-router)" >&2
 		return 1
 		;;
 	esac
@@ -117,6 +118,10 @@ build_gotestsum() {
 	GOBIN="$1" go install "gotest.tools/gotestsum@${GOTESTSUM_VERSION}"
 }
 
+build_golangci-lint() {
+	GOBIN="$1" go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@${GOLANGCI_LINT_VERSION}"
+}
+
 build_terraform() {
 	GOBIN="$1" go install "github.com/hashicorp/terraform@${TERRAFORM_VERSION}"
 }
@@ -187,5 +192,5 @@ if [[ "${1:-}" == "--print-bin" ]]; then
 fi
 
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok controller-gen kube tofu tfplugindocs gotestsum terraform containerd gvisor kube-router)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok controller-gen kube tofu tfplugindocs gotestsum golangci-lint terraform containerd gvisor kube-router)
 for t in "${tools[@]}"; do ensure "$t"; done

@@ -204,5 +204,5 @@ type GitSyncList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&GitSync{}, &GitSyncList{})
+	register(&GitSync{}, &GitSyncList{})
 }

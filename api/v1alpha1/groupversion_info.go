@@ -10,17 +10,32 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
 	// GroupVersion is the API group and version of every kind in this package.
 	GroupVersion = schema.GroupVersion{Group: "agentsandbox.dev", Version: "v1alpha1"}
 
-	// SchemeBuilder registers the kinds of this package with a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	// SchemeBuilder registers the kinds of this package with a
+	// runtime.Scheme. It is apimachinery's, not controller-runtime's, so
+	// that importing the API costs no controller machinery.
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the kinds of this package to a runtime.Scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+// knownTypes are the objects of every kind, each types file adding its own
+// with register.
+var knownTypes []runtime.Object
+
+func register(objs ...runtime.Object) { knownTypes = append(knownTypes, objs...) }
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, knownTypes...)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -127,5 +127,5 @@ type NodePoolList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&NodePool{}, &NodePoolList{})
+	register(&NodePool{}, &NodePoolList{})
 }

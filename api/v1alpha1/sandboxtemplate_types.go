@@ -352,5 +352,5 @@ type SandboxTemplateList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&SandboxTemplate{}, &SandboxTemplateList{})
+	register(&SandboxTemplate{}, &SandboxTemplateList{})
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
 func main() {
@@ -39,8 +39,8 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(newVersionCommand(), newReconcileCommand(), newDiffCommand(), newSyncCommand(),
 		newSuspendCommand(true), newSuspendCommand(false),
 		newClaimCommand(), newListCommand(), newGetCommand(), newExecCommand(), newRunCommand(), newCpCommand(),
-		newPortForwardCommand(), newLogsCommand(), newStateCommand(v1alpha1.SandboxStopped),
-		newStateCommand(v1alpha1.SandboxRunning), newDeleteCommand(), newMCPCommand(),
+		newPortForwardCommand(), newLogsCommand(), newStateCommand(v1.SandboxStopped),
+		newStateCommand(v1.SandboxRunning), newDeleteCommand(), newMCPCommand(),
 		newSSHProxyCommand(), newSSHConfigCommand(), newUICommand())
 	return root
 }

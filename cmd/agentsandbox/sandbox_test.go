@@ -153,7 +153,8 @@ func TestRunDeletesTheSandbox(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
-	case <-done:
+	case err := <-done:
+		t.Logf("run exited: %v", err) // 130 is an error to Wait; the code is checked below
 	case <-time.After(30 * time.Second):
 		_ = cmd.Process.Kill()
 		t.Fatal("run did not end after SIGINT")

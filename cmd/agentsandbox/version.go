@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/version"
 )
 
@@ -17,7 +17,7 @@ func newVersionCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "agentsandbox %s (commit %s, %s, API %s)\n",
-				version.Version, version.Commit(), runtime.Version(), v1alpha1.GroupVersion)
+				version.Version, version.Commit(), runtime.Version(), v1.GroupVersion)
 			return err
 		},
 	}

@@ -123,7 +123,9 @@ func (a *Applier) Validate(ctx context.Context, decls []declarations.Declaration
 	}
 	changes := make([]Change, len(decls))
 	errs := make([]error, len(decls))
-	forEach(ctx, len(decls), func(i int) error {
+	// Every declaration is validated, so the errors are collected in errs
+	// rather than stopping forEach at the first.
+	_ = forEach(ctx, len(decls), func(i int) error {
 		d := decls[i]
 		merged, err := a.validate(ctx, d)
 		if err != nil {
@@ -213,12 +215,12 @@ var quotedManager = regexp.MustCompile(`conflict with "([^"]+)"`)
 // dryRun applies obj without persisting it and returns the API server's
 // answer: the object as a real apply would leave it.
 func (a *Applier) dryRun(ctx context.Context, obj *unstructured.Unstructured, force bool) (*unstructured.Unstructured, error) {
-	opts := []client.PatchOption{client.DryRunAll, client.FieldOwner(FieldManager)}
+	opts := []client.ApplyOption{client.DryRunAll, client.FieldOwner(FieldManager)}
 	if force {
 		opts = append(opts, client.ForceOwnership)
 	}
 	out := obj.DeepCopy()
-	if err := a.client.Patch(ctx, out, client.Apply, opts...); err != nil {
+	if err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out), opts...); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -288,7 +290,7 @@ func (a *Applier) Apply(ctx context.Context, changes []Change) (*ssa.ChangeSet, 
 				return nil
 			}
 			obj := c.Declaration.Object.DeepCopy()
-			if err := a.client.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			if err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 				errs[j] = fmt.Errorf("%s: %s %q: apply failed: %w", c.Declaration.Where(), obj.GetKind(), obj.GetName(), apiMessage(err))
 				return errs[j]
 			}

@@ -207,8 +207,8 @@ func InstallCRDs(ctx context.Context, c client.Client) error {
 		return err
 	}
 	for _, want := range crds {
-		want.TypeMeta.APIVersion = apiextensionsv1.SchemeGroupVersion.String()
-		want.TypeMeta.Kind = "CustomResourceDefinition"
+		want.APIVersion = apiextensionsv1.SchemeGroupVersion.String()
+		want.Kind = "CustomResourceDefinition"
 		u, err := toUnstructured(want)
 		if err != nil {
 			return err
@@ -370,7 +370,7 @@ func (c *Cluster) Node(t testing.TB, labels map[string]string, taints ...corev1.
 		Spec: corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{
 			Allocatable: capacity, Capacity: capacity,
-			NodeInfo: corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux", KubeletVersion: "fake", KubeProxyVersion: "fake"},
+			NodeInfo: corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux", KubeletVersion: "fake"},
 		},
 	}
 	if err := c.Client.Create(context.Background(), n); err != nil {

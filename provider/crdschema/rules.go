@@ -144,15 +144,23 @@ var metadataNameRule = regexp.MustCompile(`^self\.metadata\.name\.matches\('([^'
 // the root rule, and the reason for the limit from its message ("…: the
 // sandbox's namespace is named sandbox-<name>").
 func nameLimit(rules apiextensionsv1.ValidationRules) (pattern string, maxLength int, reason string, err error) {
+	found := false
 	for _, r := range rules {
-		if m := metadataNameRule.FindStringSubmatch(strings.TrimSpace(r.Rule)); m != nil {
-			_, err := fmt.Sscan(m[2], &maxLength)
-			if _, after, ok := strings.Cut(r.Message, ": "); ok {
-				reason = after
-			}
-			return m[1], maxLength, reason, err
+		m := metadataNameRule.FindStringSubmatch(strings.TrimSpace(r.Rule))
+		if m == nil {
+			// Every root rule must be checked at plan time; this one is not.
+			return "", 0, "", fmt.Errorf("no plan-time check for the root CEL rule %q", r.Rule)
 		}
-		return "", 0, "", fmt.Errorf("no plan-time check for the root CEL rule %q", r.Rule)
+		if _, err := fmt.Sscan(m[2], &maxLength); err != nil {
+			return "", 0, "", fmt.Errorf("root CEL rule %q: length limit: %w", r.Rule, err)
+		}
+		pattern, found = m[1], true
+		if _, after, ok := strings.Cut(r.Message, ": "); ok {
+			reason = after
+		}
 	}
-	return "", 0, "", fmt.Errorf("no rule on metadata.name")
+	if !found {
+		return "", 0, "", fmt.Errorf("no rule on metadata.name")
+	}
+	return pattern, maxLength, reason, nil
 }

@@ -143,7 +143,9 @@ func (e *ephemeralSandbox) Open(ctx context.Context, req ephemeral.OpenRequest, 
 	live, err := o.waitReady(openCtx, sbx.Name)
 	if err != nil {
 		resp.Diagnostics.AddError("Sandbox Not Ready", err.Error())
-		e.release(ctx, o, sbx.Name)
+		if err := e.release(ctx, o, sbx.Name); err != nil {
+			resp.Diagnostics.AddWarning("Release Failed", fmt.Sprintf("the sandbox %s that did not become ready was not deleted: %v; delete it yourself", sbx.Name, err))
+		}
 		return
 	}
 	m.fill(live)

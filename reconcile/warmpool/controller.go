@@ -70,6 +70,11 @@ const memberBatch = time.Second
 // meanwhile it builds only what keeps a quarter of its replicas in place.
 const claimQuiet = time.Second
 
+// conflictRetry is how soon a pass whose status write found the pool
+// changed since the cache's copy runs again: the cache catches up within
+// milliseconds.
+const conflictRetry = 100 * time.Millisecond
+
 // memberPrefix starts every member namespace name, so they are told apart
 // from the namespaces of cold-started sandboxes.
 const memberPrefix = "sandbox-wp-"
@@ -142,7 +147,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	switch patchErr := r.patchStatus(ctx, before, pool); {
 	case apierrors.IsConflict(patchErr):
 		// The cache was behind: again once it has caught up.
-		return ctrl.Result{Requeue: true}, err
+		return ctrl.Result{RequeueAfter: conflictRetry}, err
 	case patchErr != nil && err == nil:
 		return result, patchErr
 	}
