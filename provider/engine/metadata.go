@@ -8,12 +8,14 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
 // systemMetadataPrefixes mark labels and annotations that admission and the
 // controllers write; they are not the configuration's and stay out of
 // state.
-var systemMetadataPrefixes = []string{"agentsandbox.dev/", "kubectl.kubernetes.io/"}
+var systemMetadataPrefixes = []string{v1.GroupVersion.Group + "/", "kubectl.kubernetes.io/"}
 
 // metadataAttribute is labels or annotations: what names them.
 func metadataAttribute(what string) schema.MapAttribute {

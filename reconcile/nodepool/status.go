@@ -10,6 +10,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/problem"
 )
 
 // maxListed bounds how many conflicting nodes a message names.
@@ -54,9 +55,9 @@ func setStatus(pool *v1.NodePool, o outcome) {
 	pool.Status.ObservedGeneration = pool.Generation
 	switch {
 	case o.runtimeClassConflict != "":
-		stall(pool, v1.ReasonRuntimeClassConflict, o.runtimeClassConflict)
+		problem.Stall(v1.ReasonRuntimeClassConflict, "%s", o.runtimeClassConflict).Mark(pool)
 	case o.nodes != nil && len(o.nodes.conflicts) > 0:
-		stall(pool, v1.ReasonNodeConflict, conflictMessage(o.nodes.conflicts))
+		problem.Stall(v1.ReasonNodeConflict, "%s", conflictMessage(o.nodes.conflicts)).Mark(pool)
 	case o.nodes == nil || o.nodes.ready == 0:
 		// Waiting for nodes is neither progress nor a spec problem: node
 		// events reconcile the pool again when one becomes Ready.
@@ -80,12 +81,6 @@ func startsGeneration(pool *v1.NodePool) bool {
 	return pool.Status.ObservedGeneration != pool.Generation &&
 		(!conditions.IsReconciling(pool) ||
 			conditions.GetObservedGeneration(pool, v1.ReconcilingCondition) != pool.Generation)
-}
-
-// stall marks a problem that only a change of a declaration fixes.
-func stall(pool *v1.NodePool, reason, message string) {
-	conditions.MarkFalse(pool, v1.ReadyCondition, reason, "%s", message)
-	conditions.MarkStalled(pool, reason, "%s", message)
 }
 
 // runtimeClassConflictMessage says whose RuntimeClass is in the way.
