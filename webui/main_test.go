@@ -2,6 +2,7 @@ package webui_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -189,6 +190,28 @@ func (b *browser) typeKeys(text string) {
 func (b *browser) click(sel string) {
 	b.t.Helper()
 	b.wait("a "+sel+" to click", fmt.Sprintf(`(() => { const el = document.querySelector(%q); if (el) el.click(); return el !== null })()`, sel), 10*time.Second)
+}
+
+// submit fills the fields (by selector) and submits the form as one task
+// in the page: a section the live stream swaps in between separate steps
+// would leave the later ones acting on nodes that are gone ("No node with
+// given id found").
+func (b *browser) submit(form string, fields map[string]string) {
+	b.t.Helper()
+	values, err := json.Marshal(fields)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.wait("the form "+form+" filled and submitted", fmt.Sprintf(`(() => {
+		const fields = Object.entries(%s).map(([sel, value]) => [document.querySelector(sel), value]);
+		if (fields.some(([el]) => el === null)) return false;
+		for (const [el, value] of fields) {
+			el.value = value;
+			el.dispatchEvent(new Event("change", {bubbles: true}));
+		}
+		document.querySelector(%q).requestSubmit();
+		return true;
+	})()`, values, form), 10*time.Second)
 }
 
 // eval evaluates a JavaScript expression in the page.

@@ -111,8 +111,9 @@ func TestNewSandboxStopStartDeleteAndTerminal(t *testing.T) {
 
 	choice := "template/" + tpl.Name
 	b.wait("the template among the choices", fmt.Sprintf(`[...document.querySelectorAll("#choices option")].some(o => o.value === %q)`, choice), 30*time.Second)
-	b.do(chromedp.SetValue(`#choices select`, choice), chromedp.SetValue(`#new-sandbox input[name=name]`, name),
-		chromedp.SetValue(`#new-sandbox input[name=lifetime]`, "2h"), chromedp.Click(`#new-sandbox button[type=submit]`))
+	b.submit("#new-sandbox", map[string]string{
+		"#choices select": choice, "#new-sandbox input[name=name]": name, "#new-sandbox input[name=lifetime]": "2h",
+	})
 	b.wait("the new sandbox, Ready", `document.getElementById("progress").textContent.includes("is Ready")`, time.Minute)
 	sbx := &v1.Sandbox{}
 	if err := c.Client.Get(context.Background(), client.ObjectKey{Name: name}, sbx); err != nil {
