@@ -86,13 +86,22 @@ func (c *Client) exec(ctx context.Context, t *target, opts ExecOptions) (int, er
 	if code, ok := exitCode(err); ok {
 		return code, nil
 	}
-	if ctx.Err() == nil && runCtx.Err() != nil {
+	if opts.Timeout > 0 && ctx.Err() == nil && (runCtx.Err() != nil || deadlinePassed(runCtx)) {
 		return -1, fmt.Errorf("command did not finish within %s: %w", opts.Timeout, context.DeadlineExceeded)
 	}
 	if ctx.Err() != nil {
 		return -1, ctx.Err()
 	}
 	return -1, c.explain(ctx, t.sandbox.Name, "exec in", err)
+}
+
+// deadlinePassed tells a context whose deadline has come even if its timer
+// has not marked it done yet: the WebSocket handshake puts the deadline on
+// the connection, whose read can fail with an i/o timeout a moment before
+// the context says DeadlineExceeded (seen on a loaded machine).
+func deadlinePassed(ctx context.Context) bool {
+	deadline, ok := ctx.Deadline()
+	return ok && !time.Now().Before(deadline)
 }
 
 // executor opens exec streams over WebSocket, falling back to SPDY for API
