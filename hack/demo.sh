@@ -8,7 +8,10 @@
 # Git repository served on loopback by hack/gitserve, and
 # `agentsandbox sync --gitsync` waits for that sync), and show it Ready in
 # its own isolated namespace, and, on the real node, run code in it under
-# gVisor and show its egress blocked. The reconciler and the Git server stop when
+# gVisor and show its egress blocked, and take the README's tour as alice
+# (run, cp, exec: DEMO_TOUR_RUNS times, default 1), with the rights an admin
+# gives a developer (agentsandbox-user, bound to the demo's users here).
+# The reconciler and the Git server stop when
 # the demo ends; the cluster, the objects and the OpenTofu state (in the
 # cache) stay for you to explore.
 set -euo pipefail
@@ -28,6 +31,41 @@ if hack/node.sh check; then
 else
 	log "no real node on this machine (above): the sandboxes run on kwok nodes, where nothing really runs"
 fi
+
+# tour takes the README's tour as alice, DEMO_TOUR_RUNS times: a one-off
+# run from the warm pool, a file copied into her sandbox and run there.
+# Afterwards no pod of the node may still be terminating: a deleted sandbox
+# gives its capacity back.
+tour() {
+	local runs="${DEMO_TOUR_RUNS:-1}" i start as=(--as alice@example.com)
+	local task
+	task="$(mktemp)"
+	printf 'import platform\nprint("task.py ran on", platform.node())\n' >"${task}"
+	for ((i = 1; i <= runs; i++)); do
+		log "the tour as alice (${i} of ${runs}): agentsandbox run, cp and exec --as alice@example.com"
+		start=${SECONDS}
+		(
+			set -x
+			bin/agentsandbox run "${as[@]}" --pool python -- python3 -c 'print(2 + 2)'
+			bin/agentsandbox cp "${as[@]}" "${task}" alice-scratch:task.py
+			bin/agentsandbox exec "${as[@]}" alice-scratch -- python3 task.py
+		)
+		echo "tour ${i}: $((SECONDS - start))s"
+	done
+	rm -f "${task}"
+	local terminating=""
+	for _ in $(seq 1 60); do
+		terminating="$(kubectl get pods -A --field-selector spec.nodeName=agentsandbox-node \
+			-o jsonpath='{range .items[?(@.metadata.deletionTimestamp)]}{.metadata.namespace}/{.metadata.name} {end}')"
+		[[ -z "${terminating}" ]] && break
+		sleep 1
+	done
+	if [[ -n "${terminating}" ]]; then
+		echo "pods still terminating a minute after the tour: ${terminating}" >&2
+		return 1
+	fi
+	echo "no pod of the node is terminating: every deleted sandbox gave its capacity back"
+}
 
 namespace=agentsandbox-system
 log "starting the reconciler: bin/agentsandbox reconcile (log in ${root}/bin/reconcile.log)"
@@ -75,6 +113,12 @@ tofu() { TF_CLI_CONFIG_FILE="${work}/tofurc" "$(tools/build.sh --print-bin tofu)
 log "tofu apply: the node pool, template and warm pool of examples/resources (waits until the pool is full)"
 tofu apply -auto-approve -input=false -compact-warnings -no-color
 tofu state list
+
+# The demo's users are developers: bound to agentsandbox-user as the
+# README's install section tells an admin to, so the tour works as them.
+log "binding agentsandbox-user to the demo's users, alice@example.com and bob@example.com"
+kubectl create clusterrolebinding agentsandbox-demo-users --clusterrole agentsandbox-user \
+	--user alice@example.com --user bob@example.com --dry-run=client -o yaml | kubectl apply --server-side -f - >/dev/null
 
 log "claiming a sandbox the GitOps way: a GitSync pulls examples/gitops/sandbox.yaml from a Git server on 127.0.0.1:18082"
 # The repository holds the sandbox only: the node pool, template and warm
@@ -144,6 +188,8 @@ for name, host, port in [("the node'"'"'s kubelet", "10.244.0.1", 10250), ("the 
         print("egress to %s %s:%d: blocked (%s)" % (name, host, port, e))
 '
 	echo "from this machine, the kubelet answers, and refuses anonymous requests: HTTP $(curl -sk -o /dev/null -w '%{http_code}' https://10.244.0.1:10250/pods)"
+
+	tour
 fi
 
 log "reconciler metrics"
@@ -155,5 +201,7 @@ cat <<TEXT
   alias kubectl=$(tools/build.sh --print-bin kube)/kubectl
   bin/agentsandbox reconcile --leader-election-namespace ${namespace}   # run the reconciler again
   bin/agentsandbox ui                                                   # the Sandboxes page: open http://127.0.0.1:8090/
+  bin/agentsandbox run --as alice@example.com --pool python -- python3 -c 'print(2 + 2)'   # the tour, as alice
+  bin/agentsandbox exec --as alice@example.com alice-scratch -- python3 task.py
   make cluster-down                                                     # stop the cluster (and the real node)
 TEXT

@@ -217,6 +217,38 @@ JSON
 
 running() { [[ -f "${dir}/pids/$1" ]] && kill -0 "$(cat "${dir}/pids/$1")" 2>/dev/null; }
 
+# The node's mounts are its own. containerd, the kubelet and everything they
+# start (shims, runsc, pods) run in a mount namespace of the node's, made by
+# a holder process (unshare, propagation slave: it sees the machine's
+# mounts, and the machine and every other mount namespace on it never see
+# the node's). A network namespace's bind mount in /run/netns, a pod's
+# volume or an overlay root is then never copied into a mount namespace
+# that other software on the machine makes while a pod runs, where it would
+# keep its file busy and its pod Terminating for good (the kubelet's
+# "remove netns: ... device or resource busy"). When the holder and the
+# node's processes are gone, the namespace goes with every mount in it.
+mount_namespace_up() {
+	running mount-namespace || start mount-namespace unshare --mount --propagation slave sleep infinity
+	local ns i
+	ns="/proc/$(cat "${dir}/pids/mount-namespace")/ns/mnt"
+	for i in $(seq 1 50); do
+		running mount-namespace || { tail -5 "${dir}/logs/mount-namespace.log" >&2; return 1; }
+		# The holder has unshared once its namespace is not this shell's.
+		if [[ "$(readlink "${ns}")" != "$(readlink /proc/self/ns/mnt)" ]]; then
+			in_node=(nsenter "--mount=${ns}" --)
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "the node's mount namespace holder did not unshare in 5s" >&2
+	return 1
+}
+
+# in_node is the prefix that runs a command in the node's mount namespace
+# (nsenter execs it, so the PID start records is the command's); set by
+# mount_namespace_up.
+in_node=()
+
 start() {
 	local name="$1"
 	shift
@@ -268,7 +300,7 @@ state = "${dir}/containerd/state"
 TOML
 	# The shims are found on PATH.
 	PATH="$(bindir containerd):$(bindir gvisor):${PATH}" \
-		start containerd "$(bin containerd containerd)" --config "${dir}/containerd.toml"
+		start containerd "${in_node[@]}" "$(bin containerd containerd)" --config "${dir}/containerd.toml"
 	local i
 	for i in $(seq 1 100); do
 		[[ -S "${dir}/run/containerd.sock" ]] && ctr version >/dev/null 2>&1 && break
@@ -341,7 +373,7 @@ evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 YAML
-	PATH="$(bindir containerd):${PATH}" start kubelet "$(bin kube kubelet)" \
+	PATH="$(bindir containerd):${PATH}" start kubelet "${in_node[@]}" "$(bin kube kubelet)" \
 		--config "${dir}/kubelet.yaml" --kubeconfig "${dir}/kubelet.kubeconfig" \
 		--root-dir "${dir}/kubelet" --cert-dir "${dir}/pki" \
 		--hostname-override "${node}" --node-ip "${node_ip}" --node-labels "agentsandbox.dev/node-group=${group}"
@@ -454,7 +486,7 @@ recycle_volumes() {
 }
 
 ready() {
-	running containerd && running kubelet && running kube-router && running volume-recycler &&
+	running mount-namespace && running containerd && running kubelet && running kube-router && running volume-recycler &&
 		[[ "$(kubectl get node "${node}" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
 }
 
@@ -484,6 +516,7 @@ up() {
 		echo "${role}" >"${dir}/role"
 		log "starting node ${node} (${role}): containerd, kubelet, kube-router"
 		network_up
+		mount_namespace_up
 		containerd_up
 		kubelet_credentials
 		kubelet_up
@@ -539,9 +572,13 @@ down_node() {
 	kill_pid containerd
 	local p m n k v
 	for p in $(ours); do kill -9 "${p}" 2>/dev/null || true; done
+	# The node's mounts go with its mount namespace, once its last process
+	# (the holder) has.
+	kill_pid mount-namespace
 	sleep 0.5
-	# Mounts under the node's directory, deepest first, and the network
-	# namespaces the CNI made.
+	# Mounts under the node's directory, deepest first (a node of an older
+	# checkout made them in the machine's namespace), and the network
+	# namespaces' files the CNI made.
 	for m in $(awk -v d="${dir}/" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r); do
 		umount -l "${m}" 2>/dev/null || true
 	done

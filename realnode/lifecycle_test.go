@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -205,8 +206,14 @@ func buildCLI(t *testing.T) string {
 }
 
 // checkNothingLeft deletes the sandbox and proves its containers, their
-// processes, mounts and network namespace went with it.
-func (e env) checkNothingLeft(t *testing.T, sbx started) {
+// processes, mounts and network namespace went with it, although other
+// mount namespaces on the machine were made while it ran (as other
+// software on a real machine makes them): one that receives the mounts
+// propagated to it (made before the sandbox, by runtimeSuite) and a copy
+// of the machine's mounts made while the pod runs. A pod's mount copied
+// into either would keep its network namespace's file busy and the pod
+// Terminating for good.
+func (e env) checkNothingLeft(t *testing.T, sbx started, before int) {
 	ctx := context.Background()
 	ids := strings.Fields(e.ctr(t, "containers", "ls", "-q", fmt.Sprintf(`labels."io.kubernetes.pod.uid"==%s`, sbx.pod.UID)))
 	if len(ids) < 2 {
@@ -233,10 +240,11 @@ func (e env) checkNothingLeft(t *testing.T, sbx started) {
 	if len(netns) == 0 {
 		t.Fatal("found no network namespace of the pod to watch")
 	}
+	namespaces := []int{os.Getpid(), nodeProcess(t, "containerd"), before, otherMountNamespace(t, "private")}
 	e.deleteAndWait(t, sbx.Name)
 	var left []string
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
-		left = leftovers(e.ctr(t, "containers", "ls", "-q"), ids, netns, string(sbx.pod.UID))
+		left = leftovers(e.ctr(t, "containers", "ls", "-q"), ids, netns, string(sbx.pod.UID), namespaces)
 		return len(left) == 0, nil
 	})
 	if err != nil {
@@ -244,8 +252,9 @@ func (e env) checkNothingLeft(t *testing.T, sbx started) {
 	}
 }
 
-// leftovers lists what of a deleted pod is still on this machine.
-func leftovers(containers string, ids, netns []string, podUID string) []string {
+// leftovers lists what of a deleted pod is still on this machine, the
+// mounts as the processes in mountsOf see them.
+func leftovers(containers string, ids, netns []string, podUID string, mountsOf []int) []string {
 	var left []string
 	for _, id := range ids {
 		if strings.Contains(containers, id) {
@@ -257,10 +266,12 @@ func leftovers(containers string, ids, netns []string, podUID string) []string {
 			left = append(left, "network namespace "+path)
 		}
 	}
-	mounts, _ := os.ReadFile("/proc/mounts")
-	for _, line := range strings.Split(string(mounts), "\n") {
-		if strings.Contains(line, podUID) || containsAny(line, ids) {
-			left = append(left, "mount "+strings.Fields(line)[1])
+	for _, pid := range mountsOf {
+		mounts, _ := os.ReadFile(fmt.Sprintf("/proc/%d/mounts", pid))
+		for _, line := range strings.Split(string(mounts), "\n") {
+			if strings.Contains(line, podUID) || containsAny(line, ids) || containsAny(line, netns) {
+				left = append(left, fmt.Sprintf("mount %s (seen by process %d)", strings.Fields(line)[1], pid))
+			}
 		}
 	}
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
@@ -271,6 +282,46 @@ func leftovers(containers string, ids, netns []string, podUID string) []string {
 		}
 	}
 	return left
+}
+
+// otherMountNamespace starts a process in a mount namespace of its own, as
+// other software on the machine does, with the given propagation (unshare's
+// --propagation: private copies the machine's mounts as they are now,
+// unchanged also receives those propagated later), and returns its PID; it
+// is stopped when the test ends.
+func otherMountNamespace(t *testing.T, propagation string) int {
+	t.Helper()
+	cmd := exec.Command("unshare", "--mount", "--propagation", propagation, "sleep", "infinity")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start a process in a mount namespace of its own: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd.Process.Pid
+}
+
+// nodeProcess is the PID of one of the node's processes (hack/node.sh's
+// pid files).
+func nodeProcess(t testing.TB, name string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(nodeDir(), "pids", name))
+	if err != nil {
+		t.Fatalf("the real node's %s: %v", name, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("the real node's %s pid file holds %q", name, b)
+	}
+	return pid
+}
+
+// nodeDir is hack/node.sh's directory of the node.
+func nodeDir() string {
+	cache := os.Getenv("AGENTSANDBOX_CACHE")
+	if cache == "" {
+		base, _ := os.UserCacheDir()
+		cache = filepath.Join(base, "agentsandbox")
+	}
+	return filepath.Join(cache, "node")
 }
 
 func containsAny(s string, subs []string) bool {
@@ -289,13 +340,8 @@ func (e env) ctr(t testing.TB, args ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := os.Getenv("AGENTSANDBOX_CACHE")
-	if cache == "" {
-		base, _ := os.UserCacheDir()
-		cache = filepath.Join(base, "agentsandbox")
-	}
 	cmd := exec.Command(filepath.Join(bin, "ctr"), append([]string{
-		"--address", filepath.Join(cache, "node", "run", "containerd.sock"), "--namespace", "k8s.io",
+		"--address", filepath.Join(nodeDir(), "run", "containerd.sock"), "--namespace", "k8s.io",
 	}, args...)...)
 	out, err := cmd.Output()
 	if err != nil {

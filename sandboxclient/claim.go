@@ -114,7 +114,10 @@ func IsReady(sbx *v1.Sandbox) bool {
 }
 
 // WaitReady waits up to timeout for the sandbox to be Ready. It fails early
-// when the sandbox fails, is stalled (only a spec change can help) or stops.
+// when the sandbox fails, is stalled (only a spec change can help) or stops,
+// and when its pod has found no node, or its node has failed to start it,
+// for v1.NotTransient (reasons Unschedulable and PodNotStarting): the
+// controller's message then gives the scheduler's or the kubelet's words.
 func (c *Client) WaitReady(ctx context.Context, name string, timeout time.Duration, progress func(Progress)) (*v1.Sandbox, error) {
 	return c.waitFor(ctx, name, timeout, progress, func(sbx *v1.Sandbox) (bool, error) {
 		if IsReady(sbx) {
@@ -124,8 +127,8 @@ func (c *Client) WaitReady(ctx context.Context, name string, timeout time.Durati
 			return false, nil
 		}
 		switch {
-		case sbx.Status.Phase == v1.SandboxPhaseFailed, conditions.IsTrue(sbx, v1.StalledCondition):
-			return false, fmt.Errorf("sandbox %s cannot start: %s", name, conditions.GetMessage(sbx, v1.ReadyCondition))
+		case sbx.Readiness().Failed:
+			return false, fmt.Errorf("sandbox %s cannot start: %s", name, sbx.Readiness().Message)
 		case sbx.Spec.State == v1.SandboxStopped:
 			return false, &NotReadyError{Name: name, Phase: sbx.Status.Phase, Message: "its state is Stopped"}
 		}

@@ -16,7 +16,8 @@ type Readiness struct {
 	// Ready: the object does what it declares.
 	Ready bool
 	// Failed: only a change of the declaration helps (Stalled=True, or a
-	// sandbox whose pod failed).
+	// sandbox whose pod failed), or the cluster's (a sandbox no node has
+	// taken, or whose node has not started it, for NotTransient).
 	Failed bool
 	// Message says what the object waits for, why it failed, or, when
 	// Ready, the Ready condition's message.
@@ -76,14 +77,21 @@ func MembersReady(pool *WarmPool) string {
 }
 
 // Readiness of a sandbox: Ready when it is to run, the Stopped phase when
-// it is declared stopped; a failed pod fails it.
+// it is declared stopped; a failed pod fails it, and so does a pod that
+// has found no node, or that its node has not started, for NotTransient:
+// whoever waits hears the scheduler's or the kubelet's reason then, not at
+// the end of a timeout.
 func (in *Sandbox) Readiness() Readiness {
 	observed := in.Status.ObservedGeneration >= in.Generation
 	if in.Spec.State == SandboxStopped {
 		return Readiness{Ready: observed && in.Status.Phase == SandboxPhaseStopped, Message: "phase " + string(in.Status.Phase)}
 	}
 	r := conditionReadiness(in.Generation, in.Status.ObservedGeneration, in.Status.Conditions)
-	if observed && in.Status.Phase == SandboxPhaseFailed {
+	if !observed {
+		return r
+	}
+	if ready := meta.FindStatusCondition(in.Status.Conditions, ReadyCondition); in.Status.Phase == SandboxPhaseFailed ||
+		ready != nil && (ready.Reason == ReasonUnschedulable || ready.Reason == ReasonPodNotStarting) {
 		r.Failed = true
 	}
 	return r

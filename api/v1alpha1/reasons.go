@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "time"
+
 // The reasons of the kinds' conditions (Ready, Reconciling, Stalled), in
 // one place: clients read them (v1alpha1.MissingReference, the provider's
 // waits, the GitOps health check), so they are part of the API. Each
@@ -52,6 +54,10 @@ const (
 	// They are kept, not rebuilt: a new pod would not fit either, and they
 	// start as soon as a node they fit joins.
 	ReasonMembersUnschedulable = "MembersUnschedulable"
+	// ReasonMembersNotStarting: some members' pods were placed on a node
+	// that has not started them for NotTransient (a runtime handler it
+	// lacks, a volume it cannot mount); the message is the kubelet's.
+	ReasonMembersNotStarting = "MembersNotStarting"
 )
 
 // Reasons of a Sandbox.
@@ -79,7 +85,33 @@ const (
 	// ReasonPlacementFailed: the reconciler could not decide the sandbox's
 	// namespace (listing or claiming warm members failed); it retries.
 	ReasonPlacementFailed = "PlacementFailed"
+	// ReasonUnschedulable: the scheduler has not found a node for the
+	// sandbox's pod for NotTransient (no node has the room, none matches,
+	// a volume cannot be bound); the message is the scheduler's. The pod
+	// stays, and starts when room appears, but a client waiting for the
+	// sandbox stops waiting.
+	ReasonUnschedulable = "Unschedulable"
+	// ReasonPodNotStarting: the pod has been on its node for NotTransient
+	// and the kubelet keeps failing to start it (a runtime handler the
+	// node lacks, a volume it cannot mount); the message is the kubelet's.
+	ReasonPodNotStarting = "PodNotStarting"
+	// ReasonDeleting: the Sandbox is deleted and its pod is going.
+	ReasonDeleting = "Deleting"
+	// ReasonTerminationStuck: the sandbox's pod has been terminating for
+	// longer than a node takes (stopped or deleted), holding its requests;
+	// the message is the kubelet's last word on it.
+	ReasonTerminationStuck = "TerminationStuck"
 )
+
+// NotTransient is how long a sandbox's pod may stay unschedulable, or its
+// node keep failing to start it, before the sandbox reports it as a
+// problem that will not pass on its own (ReasonUnschedulable,
+// ReasonPodNotStarting) and clients waiting for it give up.
+const NotTransient = 30 * time.Second
+
+// TerminationStuckAfter is how long a sandbox's pod may take to terminate
+// before the sandbox reports ReasonTerminationStuck.
+const TerminationStuckAfter = 2 * time.Minute
 
 // Reasons of a GitSync.
 const (

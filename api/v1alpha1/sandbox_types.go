@@ -4,6 +4,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// FinalizerSandbox holds a deleted Sandbox until its pod is gone from its
+// node. The pod goes first, while its namespace still takes the kubelet's
+// events, so a node that cannot finish the deletion says why in the
+// Sandbox's status instead of silently keeping the pod's requests. Admission
+// adds it when a Sandbox is created; the rest of the namespace goes by
+// garbage collection once the Sandbox is gone.
+const FinalizerSandbox = "agentsandbox.dev/sandbox-pod"
+
 // SandboxSpec asks for one isolated environment, owned by one developer or
 // agent, claimed from a warm pool or started from a template.
 // +kubebuilder:validation:XValidation:rule="has(self.templateRef) != has(self.warmPoolRef)",message="set exactly one of templateRef and warmPoolRef"
@@ -75,7 +83,7 @@ const (
 )
 
 // SandboxPhase is a one-word summary of a sandbox's observed state.
-// +kubebuilder:validation:Enum=Pending;Starting;Running;Stopping;Stopped;Failed
+// +kubebuilder:validation:Enum=Pending;Starting;Running;Stopping;Stopped;Failed;Deleting
 type SandboxPhase string
 
 // The phases of a sandbox.
@@ -86,6 +94,9 @@ const (
 	SandboxPhaseStopping SandboxPhase = "Stopping"
 	SandboxPhaseStopped  SandboxPhase = "Stopped"
 	SandboxPhaseFailed   SandboxPhase = "Failed"
+	// SandboxPhaseDeleting: the Sandbox is deleted and its pod is being
+	// torn down on its node.
+	SandboxPhaseDeleting SandboxPhase = "Deleting"
 )
 
 // LaunchType says how a sandbox was started.

@@ -48,6 +48,9 @@ type Member struct {
 	// Unschedulable is why the scheduler cannot place the member's pod,
 	// when it said so.
 	Unschedulable string
+	// Pod is the member's pod, nil while Complete is false; the cache's
+	// own object, as Namespace is.
+	Pod *corev1.Pod
 }
 
 // Members lists the pool's unclaimed members that are not being deleted.
@@ -79,7 +82,8 @@ func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member,
 		}
 		m := Member{Namespace: ns}
 		if pod := podOf[ns.Name]; pod != nil {
-			m.Complete, m.Ready, m.Unschedulable = true, PodReady(pod), Unschedulable(pod)
+			m.Complete, m.Ready, m.Pod = true, PodReady(pod), pod
+			m.Unschedulable, _ = Unschedulable(pod)
 		}
 		members = append(members, m)
 	}

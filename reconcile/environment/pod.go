@@ -2,6 +2,7 @@ package environment
 
 import (
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,14 +22,26 @@ func PodReady(pod *corev1.Pod) bool {
 }
 
 // Unschedulable is why the scheduler has not placed the pod, as it said in
-// the pod's PodScheduled condition, or "" when it has not said.
-func Unschedulable(pod *corev1.Pod) string {
+// the pod's PodScheduled condition, and since when it has said so; "" when
+// it has not said.
+func Unschedulable(pod *corev1.Pod) (why string, since time.Time) {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
-			return c.Message
+			return c.Message, c.LastTransitionTime.Time
 		}
 	}
-	return ""
+	return "", time.Time{}
+}
+
+// ScheduledAt is when the scheduler placed the pod on its node, zero while
+// it has not.
+func ScheduledAt(pod *corev1.Pod) time.Time {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }
 
 // NamespaceSettling tells the refusal of a pod in a namespace so new that

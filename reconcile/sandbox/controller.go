@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -126,6 +127,7 @@ const ConcurrentReconciles = 64
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=agentsandbox-sandbox-owner
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=list
 
 // Reconcile converges one sandbox. It is level-based: every pass derives
 // everything from the Sandbox, its template and what exists, so a restart
@@ -143,10 +145,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if !sbx.DeletionTimestamp.IsZero() {
 		r.written.Delete(sbx.Name)
 		r.forgetClaim(sbx.Name)
-		// The namespace and everything in it go by garbage collection, or,
-		// when the delete orphans them, once the Sandbox is gone
-		// (removeLeftBehind).
-		return ctrl.Result{}, nil
+		return r.finalize(ctx, sbx)
+	}
+	if !controllerutil.ContainsFinalizer(sbx, v1.FinalizerSandbox) {
+		// Admission adds it at create; a Sandbox made where the policy is
+		// not installed gets it here.
+		base := sbx.DeepCopy()
+		controllerutil.AddFinalizer(sbx, v1.FinalizerSandbox)
+		if err := r.Patch(ctx, sbx, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
 	}
 	before := sbx.DeepCopy()
 	defer func() {
@@ -235,11 +243,18 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) (ctrl.Resul
 		conditions.MarkFalse(sbx, v1.ReadyCondition, v1.ReasonPodFailed, "%v", err)
 		return ctrl.Result{}, err
 	}
-	r.setStatus(sbx, namespace, observed{desired: desired, pod: pod, expired: expired})
-	if left > 0 {
-		return ctrl.Result{RequeueAfter: left}, nil
+	o := observed{desired: desired, pod: pod, expired: expired, now: time.Now()}
+	o.nodeWord = r.lookAtNode(ctx, pod, o.now)
+	r.setStatus(sbx, namespace, o)
+	return ctrl.Result{RequeueAfter: sooner(left, nextLook(o))}, nil
+}
+
+// sooner is the shorter of two waits, where zero is no wait at all.
+func sooner(a, b time.Duration) time.Duration {
+	if a <= 0 || (b > 0 && b < a) {
+		return b
 	}
-	return ctrl.Result{}, nil
+	return a
 }
 
 // patchStatus writes the status in one merge patch, and nothing when it did

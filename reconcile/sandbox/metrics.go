@@ -90,7 +90,7 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 		counts[s.Status.Phase]++
 	}
 	for _, phase := range []v1.SandboxPhase{v1.SandboxPhasePending, v1.SandboxPhaseStarting, v1.SandboxPhaseRunning,
-		v1.SandboxPhaseStopping, v1.SandboxPhaseStopped, v1.SandboxPhaseFailed} {
+		v1.SandboxPhaseStopping, v1.SandboxPhaseStopped, v1.SandboxPhaseFailed, v1.SandboxPhaseDeleting} {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[phase]), string(phase))
 	}
 }

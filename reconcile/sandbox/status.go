@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -14,6 +15,10 @@ type observed struct {
 	desired v1.SandboxState
 	pod     *corev1.Pod
 	expired bool
+	// nodeWord is the newest warning about a pod slow to start or stop,
+	// read only when it is (lookAtNode).
+	nodeWord *environment.NodeWord
+	now      time.Time
 }
 
 // phaseOf summarises the observation, with the Ready reason and message.
@@ -24,12 +29,16 @@ func phaseOf(o observed) (phase v1.SandboxPhase, ready bool, reason, message str
 			return v1.SandboxPhaseStopped, false, v1.ReasonExpired, "lifetime ended; the pod is gone and the workspace kept"
 		}
 		return v1.SandboxPhaseStopped, false, v1.ReasonStopped, "stopped; the workspace is kept and state Running starts it again"
+	case o.desired == v1.SandboxStopped && o.pod.DeletionTimestamp != nil:
+		reason, message := stuckTerminating(o, v1.ReasonStopping, "deleting the pod")
+		return v1.SandboxPhaseStopping, false, reason, message
 	case o.desired == v1.SandboxStopped:
 		return v1.SandboxPhaseStopping, false, v1.ReasonStopping, "deleting the pod"
 	case o.pod == nil:
 		return v1.SandboxPhaseStarting, false, v1.ReasonPodStarting, "creating the pod"
 	case o.pod.DeletionTimestamp != nil:
-		return v1.SandboxPhaseStarting, false, v1.ReasonPodStarting, "waiting for the previous pod to terminate"
+		reason, message := stuckTerminating(o, v1.ReasonPodStarting, "waiting for the previous pod to terminate")
+		return v1.SandboxPhaseStarting, false, reason, message
 	case o.pod.Status.Phase == corev1.PodFailed:
 		return v1.SandboxPhaseFailed, false, v1.ReasonPodFailed, "pod failed: " + o.pod.Status.Message
 	case environment.PodReady(o.pod):
@@ -42,7 +51,8 @@ func phaseOf(o observed) (phase v1.SandboxPhase, ready bool, reason, message str
 		if failing := containerFailing(o.pod); failing != "" {
 			return v1.SandboxPhaseStarting, false, v1.ReasonContainerFailing, failing
 		}
-		return v1.SandboxPhaseStarting, false, v1.ReasonPodStarting, startingMessage(o.pod)
+		reason, message := starting(o)
+		return v1.SandboxPhaseStarting, false, reason, message
 	}
 }
 
@@ -103,14 +113,27 @@ func lastExit(t *corev1.ContainerStateTerminated) string {
 	return out
 }
 
-// startingMessage says what the pod waits for, e.g. scheduling.
-func startingMessage(pod *corev1.Pod) string {
-	if why := environment.Unschedulable(pod); why != "" {
-		return "pod not scheduled: " + why
+// starting says what a pod on its way to Ready waits for, in the words of
+// the scheduler (not placed) or of its node (placed, not started), and
+// whether that has lasted NotTransient: then clients stop waiting.
+func starting(o observed) (reason, message string) {
+	if why, since := environment.Unschedulable(o.pod); why != "" {
+		if o.now.Sub(since) < v1.NotTransient {
+			return v1.ReasonPodStarting, "pod not scheduled yet: " + why
+		}
+		return v1.ReasonUnschedulable, fmt.Sprintf("no node can take the pod (the scheduler has said so since %s): %s", since.UTC().Format(time.RFC3339), why)
 	}
-	phase := pod.Status.Phase
+	phase := o.pod.Status.Phase
 	if phase == "" {
 		phase = corev1.PodPending
 	}
-	return "pod is " + string(phase) + ", waiting for it to be ready"
+	scheduled := environment.ScheduledAt(o.pod)
+	switch {
+	case o.nodeWord == nil || o.nodeWord.Last.Before(scheduled):
+		return v1.ReasonPodStarting, "pod is " + string(phase) + ", waiting for it to be ready"
+	case o.now.Sub(scheduled) < v1.NotTransient:
+		return v1.ReasonPodStarting, "pod is " + string(phase) + ": " + o.nodeWord.String()
+	}
+	return v1.ReasonPodNotStarting, fmt.Sprintf("node %s has not started the pod since it was scheduled at %s: %s",
+		o.pod.Spec.NodeName, scheduled.UTC().Format(time.RFC3339), o.nodeWord)
 }

@@ -3,8 +3,10 @@ package sandbox
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
@@ -69,4 +71,100 @@ func TestContainerTroubleReachesTheStatus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A pod that no node takes, or that its node does not start or cannot
+// stop, reaches the status in the scheduler's or the kubelet's words, and
+// turns into a reason clients stop waiting on once it has lasted.
+func TestSlowPodsReachTheStatus(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	at := func(ago time.Duration) metav1.Time { return metav1.NewTime(now.Add(-ago)) }
+	unschedulable := func(ago time.Duration) *corev1.Pod {
+		return podWith(corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable",
+			Message: "0/4 nodes are available: 1 Insufficient cpu, 3 node(s) didn't match Pod's node affinity/selector.", LastTransitionTime: at(ago)})
+	}
+	scheduled := func(ago time.Duration) *corev1.Pod {
+		return podWith(corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: at(ago)})
+	}
+	terminating := func(ago time.Duration) *corev1.Pod {
+		pod := scheduled(time.Hour)
+		deleted := at(ago)
+		pod.DeletionTimestamp = &deleted
+		return pod
+	}
+	noHandler := &environment.NodeWord{From: "kubelet", Reason: "FailedCreatePodSandBox",
+		Message: `rpc error: code = Unknown desc = failed to get sandbox runtime: no runtime for "nope" is configured`, Last: now.Add(-time.Second)}
+	busy := &environment.NodeWord{From: "kubelet", Reason: "FailedKillPod", Message: "error killing pod: failed to \"KillPodSandbox\": remove netns: device or resource busy", Last: now}
+	cases := []struct {
+		name      string
+		o         observed
+		phase     v1.SandboxPhase
+		reason    string
+		inMessage []string
+		failed    bool
+		next      time.Duration
+	}{{
+		name: "unschedulable for a moment", o: observed{desired: v1.SandboxRunning, pod: unschedulable(10 * time.Second)},
+		phase: v1.SandboxPhaseStarting, reason: v1.ReasonPodStarting, inMessage: []string{"not scheduled yet: 0/4 nodes are available: 1 Insufficient cpu"},
+		next: 20 * time.Second,
+	}, {
+		name: "unschedulable for good", o: observed{desired: v1.SandboxRunning, pod: unschedulable(v1.NotTransient)},
+		phase: v1.SandboxPhaseStarting, reason: v1.ReasonUnschedulable, inMessage: []string{"no node can take the pod", "since 2026-12-02T11:59:30Z", "1 Insufficient cpu"},
+		failed: true,
+	}, {
+		name: "scheduled, starting", o: observed{desired: v1.SandboxRunning, pod: scheduled(2 * time.Second)},
+		phase: v1.SandboxPhaseStarting, reason: v1.ReasonPodStarting, inMessage: []string{"waiting for it to be ready"},
+		next: 8 * time.Second,
+	}, {
+		name: "the node fails to start it, for a moment", o: observed{desired: v1.SandboxRunning, pod: scheduled(12 * time.Second), nodeWord: noHandler},
+		phase: v1.SandboxPhaseStarting, reason: v1.ReasonPodStarting, inMessage: []string{"kubelet says FailedCreatePodSandBox", `no runtime for "nope"`},
+		next: 18 * time.Second,
+	}, {
+		name: "the node fails to start it, for good", o: observed{desired: v1.SandboxRunning, pod: scheduled(time.Minute), nodeWord: noHandler},
+		phase: v1.SandboxPhaseStarting, reason: v1.ReasonPodNotStarting, inMessage: []string{"node agentsandbox-node has not started the pod", "FailedCreatePodSandBox"},
+		failed: true, next: relookSlow,
+	}, {
+		name: "a warning from before it was scheduled", o: observed{desired: v1.SandboxRunning, pod: scheduled(time.Second), nodeWord: &environment.NodeWord{From: "default-scheduler", Reason: "FailedScheduling", Last: now.Add(-time.Minute)}},
+		phase: v1.SandboxPhaseStarting, reason: v1.ReasonPodStarting, inMessage: []string{"waiting for it to be ready"},
+		next: 9 * time.Second,
+	}, {
+		name: "stopping", o: observed{desired: v1.SandboxStopped, pod: terminating(5 * time.Second)},
+		phase: v1.SandboxPhaseStopping, reason: v1.ReasonStopping, inMessage: []string{"deleting the pod"},
+		next: 5 * time.Second,
+	}, {
+		name: "stopping, stuck", o: observed{desired: v1.SandboxStopped, pod: terminating(4 * time.Hour), nodeWord: busy},
+		phase: v1.SandboxPhaseStopping, reason: v1.ReasonTerminationStuck, inMessage: []string{"terminating since 2026-12-02T08:00:00Z", "keeps its node's CPU", "kubelet says FailedKillPod", "device or resource busy"},
+		next: relookSlow,
+	}, {
+		name: "starting again behind a stuck pod", o: observed{desired: v1.SandboxRunning, pod: terminating(3 * time.Minute)},
+		phase: v1.SandboxPhaseStarting, reason: v1.ReasonTerminationStuck, inMessage: []string{"its node has not said why", "kubelet's log on node agentsandbox-node"},
+		next: relookSlow,
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.now = now
+			phase, ready, reason, message := phaseOf(tc.o)
+			if ready || phase != tc.phase || reason != tc.reason {
+				t.Fatalf("phase %s ready %v reason %s (%q), want phase %s reason %s", phase, ready, reason, message, tc.phase, tc.reason)
+			}
+			for _, part := range tc.inMessage {
+				if !strings.Contains(message, part) {
+					t.Errorf("message %q does not say %q", message, part)
+				}
+			}
+			sbx := &v1.Sandbox{Status: v1.SandboxStatus{Phase: phase, Conditions: []metav1.Condition{{Type: v1.ReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: message}}}}
+			if got := sbx.Readiness().Failed; got != tc.failed {
+				t.Errorf("Readiness().Failed = %v, want %v", got, tc.failed)
+			}
+			if got := nextLook(tc.o); got != tc.next {
+				t.Errorf("next look in %v, want %v", got, tc.next)
+			}
+		})
+	}
+}
+
+func podWith(conditions ...corev1.PodCondition) *corev1.Pod {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "agentsandbox-node"}, Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: conditions}}
+	pod.Name = environment.PodName
+	return pod
 }

@@ -123,6 +123,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=warmpools/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=list
 
 // Reconcile reads the pool, runs one pass, writes the status from what the
 // pass found and decides when to look again.
@@ -173,6 +174,7 @@ func (r *Reconciler) reconcile(ctx context.Context, pool *v1.WarmPool) outcome {
 		return o
 	}
 	o.counted = true
+	r.notStarted(ctx, &o, time.Now())
 	unseen, inFlight := r.memory.observe(pool.Name, members)
 	// toBuild is what this pass builds of the missing members: all of
 	// them, or fewer while claims keep coming (deferred until they pause).

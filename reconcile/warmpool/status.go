@@ -1,6 +1,7 @@
 package warmpool
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -42,6 +43,14 @@ type outcome struct {
 	pending bool
 	// buildErr is the first build that failed; the others went on.
 	buildErr error
+	// notStarting counts the members whose pods their node has not
+	// started for NotTransient since they were placed, and word is the
+	// node's reason for one of them.
+	notStarting int
+	word        string
+	// verdictIn is how soon a member placed and not yet started has been
+	// so for NotTransient; zero when none is on its way.
+	verdictIn time.Duration
 	// err is a failure before the pool's members were known.
 	err error
 }
@@ -84,6 +93,12 @@ func setStatus(pool *v1.WarmPool, o outcome) {
 		reason = v1.ReasonMembersUnschedulable
 		msg += fmt.Sprintf("; %d cannot be scheduled: %s", unschedulable, why)
 	}
+	if o.notStarting > 0 {
+		if reason == v1.ReasonFilling {
+			reason = v1.ReasonMembersNotStarting
+		}
+		msg += fmt.Sprintf("; %d not started by their node for %s: %s", o.notStarting, v1.NotTransient, o.word)
+	}
 	if o.deferred > 0 {
 		msg += "; topping up when claims pause"
 	}
@@ -98,21 +113,66 @@ func setStatus(pool *v1.WarmPool, o outcome) {
 // goes back to the workqueue's backoff; a build refused for a namespace
 // too new comes back in a second; a top-up held back for claims comes back
 // when they should have paused; builds not yet seen complete come back
-// after expectationTTL, in case the watch never shows them.
+// after expectationTTL, in case the watch never shows them; a member
+// placed and not yet started comes back when it has been so for
+// NotTransient (its pod's status may never change to bring it back).
 func (o outcome) next() (ctrl.Result, error) {
+	var after time.Duration
 	switch {
 	case o.err != nil:
 		return ctrl.Result{}, o.err
 	case o.buildErr != nil:
 		return ctrl.Result{}, o.buildErr
 	case o.settling:
-		return ctrl.Result{RequeueAfter: time.Second}, nil
+		after = time.Second
 	case o.deferred > 0:
-		return ctrl.Result{RequeueAfter: o.deferred}, nil
+		after = o.deferred
 	case o.pending:
-		return ctrl.Result{RequeueAfter: expectationTTL}, nil
+		after = expectationTTL
 	}
-	return ctrl.Result{}, nil
+	if o.verdictIn > 0 && (after == 0 || o.verdictIn < after) {
+		after = o.verdictIn
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// notStarted finds the kept members whose pods were placed on a node
+// NotTransient ago or more and have not started, and reads the node's
+// word on the oldest; it also says how soon the next member on its way
+// turns NotTransient. Reading events costs a request, made only when a
+// member is that late.
+func (r *Reconciler) notStarted(ctx context.Context, o *outcome, now time.Time) {
+	var oldest *corev1.Pod
+	for _, m := range o.keep {
+		if m.Ready || m.Pod == nil || m.Pod.DeletionTimestamp != nil || m.Pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		scheduled := environment.ScheduledAt(m.Pod)
+		if scheduled.IsZero() {
+			continue
+		}
+		if left := scheduled.Add(v1.NotTransient).Sub(now); left > 0 {
+			if o.verdictIn == 0 || left < o.verdictIn {
+				o.verdictIn = left
+			}
+			continue
+		}
+		o.notStarting++
+		if oldest == nil || scheduled.Before(environment.ScheduledAt(oldest)) {
+			oldest = m.Pod
+		}
+	}
+	if oldest == nil {
+		return
+	}
+	o.word = "node " + oldest.Spec.NodeName + " has not said why"
+	word, err := environment.ReadNodeWord(ctx, r.apiReader, oldest)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "reading why a member does not start")
+	}
+	if word != nil {
+		o.word = "member " + oldest.Namespace + " on node " + oldest.Spec.NodeName + ": " + word.String()
+	}
 }
 
 // deletions counts the members a pass deleted, by why: rolled out
@@ -161,5 +221,6 @@ func (r *Reconciler) recordReadyTransition(pool *v1.WarmPool, before *metav1.Con
 
 // troubled tells the reasons of a pool that cannot fill as declared.
 func troubled(reason string) bool {
-	return reason == v1.ReasonTemplateNotReady || reason == v1.ReasonTemplateNotFound || reason == v1.ReasonMembersUnschedulable || reason == v1.ReasonBuildFailed
+	return reason == v1.ReasonTemplateNotReady || reason == v1.ReasonTemplateNotFound || reason == v1.ReasonMembersUnschedulable ||
+		reason == v1.ReasonMembersNotStarting || reason == v1.ReasonBuildFailed
 }

@@ -46,6 +46,11 @@ func TestSetStatus(t *testing.T) {
 			ready: metav1.ConditionFalse, reason: v1.ReasonFilling, says: "1 of 3 members Ready", reconciling: true, replicas: 2, readies: 1},
 		{name: "unschedulable, with the scheduler's words", o: outcome{counted: true, want: 2, keep: members(0, 2, 0)},
 			ready: metav1.ConditionFalse, reason: v1.ReasonMembersUnschedulable, says: "2 cannot be scheduled: 0/3 nodes are available", reconciling: true, replicas: 2},
+		{name: "not started by their node, with the kubelet's words", o: outcome{counted: true, want: 2, keep: members(0, 0, 2), notStarting: 2,
+			word: "member sandbox-wp-x on node n1: kubelet says FailedCreatePodSandBox: no runtime"},
+			ready: metav1.ConditionFalse, reason: v1.ReasonMembersNotStarting, says: "2 not started by their node for 30s: member sandbox-wp-x on node n1: kubelet says FailedCreatePodSandBox", reconciling: true, replicas: 2},
+		{name: "unschedulable comes first", o: outcome{counted: true, want: 2, keep: members(0, 1, 1), notStarting: 1, word: "kubelet says FailedMount"},
+			ready: metav1.ConditionFalse, reason: v1.ReasonMembersUnschedulable, says: "1 cannot be scheduled: 0/3 nodes are available; 1 not started", reconciling: true, replicas: 2},
 		{name: "waiting for claims to pause", o: outcome{counted: true, want: 4, keep: members(1, 0, 0), deferred: time.Second},
 			ready: metav1.ConditionFalse, reason: v1.ReasonFilling, says: "topping up when claims pause", reconciling: true, replicas: 1, readies: 1},
 		{name: "a refused build, even when full", o: outcome{counted: true, want: 1, keep: members(1, 0, 0), buildErr: errors.New("quota exceeded")},
@@ -91,6 +96,8 @@ func TestNextLook(t *testing.T) {
 		{"a namespace settling", outcome{settling: true, deferred: time.Minute}, ctrl.Result{RequeueAfter: time.Second}, nil},
 		{"claims to pause", outcome{deferred: 300 * time.Millisecond, pending: true}, ctrl.Result{RequeueAfter: 300 * time.Millisecond}, nil},
 		{"builds not seen yet", outcome{pending: true}, ctrl.Result{RequeueAfter: expectationTTL}, nil},
+		{"a member placed and not started", outcome{verdictIn: 12 * time.Second}, ctrl.Result{RequeueAfter: 12 * time.Second}, nil},
+		{"whichever comes first", outcome{pending: true, verdictIn: time.Minute}, ctrl.Result{RequeueAfter: expectationTTL}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.o.next()

@@ -1,0 +1,81 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fluxcd/pkg/runtime/conditions"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
+)
+
+// finalize takes a deleted sandbox's pod down before it lets the Sandbox
+// go (v1.FinalizerSandbox). While the pod terminates its namespace still
+// takes the kubelet's events, so a node that cannot finish says why in the
+// Sandbox's status; a namespace being deleted refuses new events. The
+// namespace and everything else in it go by garbage collection once the
+// Sandbox is gone, or, when the delete orphans them, by removeLeftBehind.
+func (r *Reconciler) finalize(ctx context.Context, sbx *v1.Sandbox) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(sbx, v1.FinalizerSandbox) {
+		return ctrl.Result{}, nil
+	}
+	pod, err := r.podOfDeleted(ctx, sbx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if pod == nil {
+		base := sbx.DeepCopy()
+		controllerutil.RemoveFinalizer(sbx, v1.FinalizerSandbox)
+		err := r.Patch(ctx, sbx, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if pod.DeletionTimestamp == nil {
+		if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
+			return ctrl.Result{}, fmt.Errorf("failed to delete pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		// The watch brings the sandbox back when the pod is gone.
+		return ctrl.Result{}, nil
+	}
+	before := sbx.DeepCopy()
+	o := observed{pod: pod, now: time.Now()}
+	o.nodeWord = r.lookAtNode(ctx, pod, o.now)
+	reason, message := stuckTerminating(o, v1.ReasonDeleting, "deleting pod "+pod.Name+"; the namespace goes once the Sandbox is gone")
+	sbx.Status.Phase = v1.SandboxPhaseDeleting
+	conditions.MarkFalse(sbx, v1.ReadyCondition, reason, "%s", message)
+	conditions.MarkReconciling(sbx, reason, "%s", message)
+	if err := r.patchStatus(ctx, before, sbx); err != nil {
+		return ctrl.Result{}, err
+	}
+	if reason == v1.ReasonTerminationStuck && conditions.GetReason(before, v1.ReadyCondition) != reason {
+		r.recorder.Eventf(sbx, nil, corev1.EventTypeWarning, reason, "Delete", "%s", message)
+	}
+	return ctrl.Result{RequeueAfter: nextLook(o)}, nil
+}
+
+// podOfDeleted is the pod of a deleted sandbox, read from the API server
+// (a pod the cache has not seen yet must not be left behind), or nil when
+// it has none. A sandbox whose status never named its namespace has none
+// to wait for: were its pod created by a pass that wrote no status, it
+// goes with the namespace.
+func (r *Reconciler) podOfDeleted(ctx context.Context, sbx *v1.Sandbox) (*corev1.Pod, error) {
+	if sbx.Status.Namespace == "" {
+		return nil, nil
+	}
+	pod := &corev1.Pod{}
+	key := types.NamespacedName{Namespace: sbx.Status.Namespace, Name: environment.PodName}
+	if err := r.apiReader.Get(ctx, key, pod); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("failed to get pod %s: %w", key, err)
+	}
+	return pod, nil
+}
