@@ -137,9 +137,18 @@ func (c *Client) WaitReady(ctx context.Context, name string, timeout time.Durati
 }
 
 // WaitStopped waits up to timeout for a stopped sandbox's pod to be gone.
+// It fails early when the pod's node has not finished tearing it down for
+// v1.TerminationStuckAfter (reason TerminationStuck, with the kubelet's
+// words).
 func (c *Client) WaitStopped(ctx context.Context, name string, timeout time.Duration, progress func(Progress)) (*v1.Sandbox, error) {
 	return c.waitFor(ctx, name, timeout, progress, func(sbx *v1.Sandbox) (bool, error) {
-		return sbx.Status.ObservedGeneration == sbx.Generation && sbx.Status.Phase == v1.SandboxPhaseStopped, nil
+		if sbx.Status.ObservedGeneration != sbx.Generation {
+			return false, nil
+		}
+		if conditions.GetReason(sbx, v1.ReadyCondition) == v1.ReasonTerminationStuck {
+			return false, fmt.Errorf("sandbox %s cannot stop: %s", name, conditions.GetMessage(sbx, v1.ReadyCondition))
+		}
+		return sbx.Status.Phase == v1.SandboxPhaseStopped, nil
 	})
 }
 

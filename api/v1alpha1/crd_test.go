@@ -206,6 +206,18 @@ func TestCRUD(t *testing.T) {
 			if err := c.Delete(ctx, got); err != nil {
 				t.Fatalf("delete: %v", err)
 			}
+			// A Sandbox carries the controller's finalizer from admission,
+			// and no controller runs here: it stays, being deleted, until
+			// its finalizers are gone.
+			if err := c.Get(ctx, key, got); err == nil && len(got.GetFinalizers()) > 0 {
+				if got.GetDeletionTimestamp() == nil {
+					t.Fatalf("after delete: %s has finalizers %v and no deletion timestamp", tc.kind, got.GetFinalizers())
+				}
+				got.SetFinalizers(nil)
+				if err := c.Update(ctx, got); err != nil {
+					t.Fatalf("remove finalizers: %v", err)
+				}
+			}
 			if err := c.Get(ctx, key, got); !apierrors.IsNotFound(err) {
 				t.Fatalf("after delete: get returned %v, want NotFound", err)
 			}

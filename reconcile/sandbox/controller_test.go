@@ -2,6 +2,7 @@ package sandbox_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
@@ -110,6 +112,51 @@ func TestDeleteLeavesNothingBehind(t *testing.T) {
 	if err := c.List(ctx, pvcs, client.InNamespace(environment.NamespaceName(sbx.Name))); err != nil || len(pvcs.Items) != 0 {
 		t.Errorf("claims left: %d (%v)", len(pvcs.Items), err)
 	}
+}
+
+// TestDeleteWaitsForThePod: a deleted Sandbox stays, in phase Deleting,
+// while its pod is still on its node (here held by a finalizer of the
+// test's, as a node that cannot tear it down holds it), and goes once the
+// pod has; the admission policy gave it the controller's finalizer.
+func TestDeleteWaitsForThePod(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	ctx := context.Background()
+	sbx := newSandbox(t, c, newTemplate(t, c, nil), nil)
+	if !controllerutil.ContainsFinalizer(sbx, v1.FinalizerSandbox) {
+		t.Fatalf("a new sandbox has finalizers %v, want %s from the admission policy", sbx.Finalizers, v1.FinalizerSandbox)
+	}
+	ready := waitCondition(t, c, sbx, metav1.ConditionTrue, v1.ReasonPodReady)
+	const hold = "test.agentsandbox.dev/hold"
+	pod := &corev1.Pod{}
+	key := types.NamespacedName{Namespace: ready.Status.Namespace, Name: environment.PodName}
+	if err := c.Get(ctx, key, pod); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(pod.DeepCopy())
+	controllerutil.AddFinalizer(pod, hold)
+	if err := c.Patch(ctx, pod, patch); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, sbx); err != nil {
+		t.Fatal(err)
+	}
+	deleting := waitCondition(t, c, sbx, metav1.ConditionFalse, v1.ReasonDeleting, "deleting pod sandbox")
+	if deleting.Status.Phase != v1.SandboxPhaseDeleting {
+		t.Errorf("a deleted sandbox whose pod is terminating is in phase %s, want %s", deleting.Status.Phase, v1.SandboxPhaseDeleting)
+	}
+	if err := c.Get(ctx, key, pod); err != nil || pod.DeletionTimestamp == nil {
+		t.Fatalf("the deleted sandbox's pod: %v, deleted at %v; want it being deleted", err, pod.DeletionTimestamp)
+	}
+	patch = client.MergeFrom(pod.DeepCopy())
+	controllerutil.RemoveFinalizer(pod, hold)
+	if err := c.Patch(ctx, pod, patch); err != nil {
+		t.Fatal(err)
+	}
+	testcluster.Eventually(t, "sandbox gone once its pod is", func() (bool, string) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(sbx), &v1.Sandbox{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("get sandbox: %v", err)
+	})
 }
 
 func TestExpiry(t *testing.T) {
