@@ -59,8 +59,9 @@ type Sandbox struct {
 	Template   string `json:"template,omitempty"`
 	WarmPool   string `json:"warm_pool,omitempty"`
 	State      string `json:"state" jsonschema:"Running or Stopped, as asked for"`
-	Phase      string `json:"phase" jsonschema:"where the sandbox is: Pending, Starting, Running, Stopping, Stopped, Failed"`
+	Phase      string `json:"phase" jsonschema:"where the sandbox is: Pending, Starting, Running, Stopping, Stopped, Failed, Deleting"`
 	Ready      bool   `json:"ready"`
+	Message    string `json:"message,omitempty" jsonschema:"why the sandbox is not ready: what it waits for, or the scheduler's or the kubelet's words when no node takes or starts it"`
 	LaunchType string `json:"launch_type,omitempty" jsonschema:"Warm (claimed from a pool) or Cold"`
 	Expires    string `json:"expires,omitempty" jsonschema:"when the cluster deletes the sandbox (RFC 3339)"`
 }
@@ -421,6 +422,9 @@ func (t *tools) runOnce(ctx context.Context, _ *mcp.CallToolRequest, in runOnceI
 func describe(sbx *v1.Sandbox) Sandbox {
 	s := Sandbox{Name: sbx.Name, Owner: sbx.Spec.Owner, State: string(sbx.Spec.State), Phase: string(sbx.Status.Phase),
 		Ready: sandboxclient.IsReady(sbx), LaunchType: string(sbx.Status.LaunchType)}
+	if !s.Ready {
+		s.Message = sbx.Readiness().Message
+	}
 	if s.State == "" {
 		s.State = string(v1.SandboxRunning)
 	}

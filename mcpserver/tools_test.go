@@ -3,6 +3,10 @@ package mcpserver
 import (
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
 func TestCappedKeepsTheFirstBytesAndCountsTheRest(t *testing.T) {
@@ -29,5 +33,21 @@ func TestDecodeNamesTheBadInput(t *testing.T) {
 	}
 	if _, err := decode("x", "hex"); err == nil || !strings.Contains(err.Error(), `encoding "hex": use text or base64`) {
 		t.Errorf("unknown encoding: %v", err)
+	}
+}
+
+// A sandbox that is not ready says why, in the words the controller
+// recorded (here the kubelet's).
+func TestDescribeSaysWhyNotReady(t *testing.T) {
+	why := "node n1 has not started the pod since it was scheduled at 2026-12-02T12:00:00Z: kubelet says FailedCreatePodSandBox: no runtime"
+	sbx := &v1.Sandbox{Status: v1.SandboxStatus{Phase: v1.SandboxPhaseStarting, Conditions: []metav1.Condition{
+		{Type: v1.ReadyCondition, Status: metav1.ConditionFalse, Reason: v1.ReasonPodNotStarting, Message: why}}}}
+	if got := describe(sbx); got.Ready || got.Message != why {
+		t.Errorf("describe = %+v, want not ready with message %q", got, why)
+	}
+	sbx.Status = v1.SandboxStatus{Phase: v1.SandboxPhaseRunning, PodName: "sandbox", Conditions: []metav1.Condition{
+		{Type: v1.ReadyCondition, Status: metav1.ConditionTrue, Reason: v1.ReasonPodReady, Message: "running"}}}
+	if got := describe(sbx); !got.Ready || got.Message != "" {
+		t.Errorf("describe of a ready sandbox = %+v, want ready and no message", got)
 	}
 }

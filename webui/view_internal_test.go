@@ -189,3 +189,16 @@ func TestChangesState(t *testing.T) {
 		}
 	}
 }
+
+// A sandbox no node takes shows as Failed with the scheduler's words, as
+// every client judges it (v1alpha1.Readiness).
+func TestSandboxRowSaysWhyNoNodeTakesIt(t *testing.T) {
+	why := "no node can take the pod (the scheduler has said so since 2026-12-02T12:00:00Z): 0/4 nodes are available: 1 Insufficient cpu"
+	s := &v1.Sandbox{Spec: v1.SandboxSpec{Owner: "alice", TemplateRef: &v1.LocalObjectReference{Name: "py"}},
+		Status: v1.SandboxStatus{Phase: v1.SandboxPhaseStarting, Conditions: []metav1.Condition{
+			{Type: v1.ReadyCondition, Status: metav1.ConditionFalse, Reason: v1.ReasonUnschedulable, Message: why}}}}
+	row := newSandboxRow(s, "alice")
+	if row.Ready.Ready || !row.Ready.Failed || row.Ready.Message != why {
+		t.Errorf("row of an unschedulable sandbox: %+v, want Failed with the scheduler's words", row.Ready)
+	}
+}
