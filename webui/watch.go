@@ -239,32 +239,84 @@ func (h *hub) follow(ctx context.Context, k kind) {
 		h.mu.Unlock()
 		return
 	}
-	handler := toolscache.ResourceEventHandlerFuncs{
+	var handler toolscache.ResourceEventHandler = toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { h.notify() },
 		UpdateFunc: func(any, any) { h.notify() },
 		DeleteFunc: func(any) { h.notify() },
 	}
 	if k.name == kindCRDs {
-		reprobe := func(obj any) {
-			if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok && strings.HasSuffix(crd.Name, "."+v1.GroupVersion.Group) {
-				h.reprobe()
-			}
-		}
-		handler.AddFunc = func(obj any) { reprobe(obj); h.notify() }
-		handler.UpdateFunc = func(_, obj any) { reprobe(obj); h.notify() }
-		handler.DeleteFunc = func(obj any) {
-			if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = tombstone.Obj
-			}
-			reprobe(obj)
-			h.notify()
-		}
+		handler = h.crdHandler()
 	}
 	if _, err := informer.AddEventHandler(handler); err != nil {
 		h.mu.Lock()
 		h.access[k.name] = access{Err: err.Error()}
 		h.mu.Unlock()
 	}
+}
+
+// crdHandler re-probes when one of this API's CRDs changes in a way that can
+// change a probe's answer: it appears, goes, or starts or stops serving. The
+// CRDs of the informer's first list were probed already at start, unless
+// one was missing then; other updates (a status heartbeat, a label) would
+// only cost the API server a round of probes.
+func (h *hub) crdHandler() toolscache.ResourceEventHandler {
+	own := func(obj any) (*apiextensionsv1.CustomResourceDefinition, bool) {
+		if tombstone, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = tombstone.Obj
+		}
+		crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
+		return crd, ok && strings.HasSuffix(crd.Name, "."+v1.GroupVersion.Group)
+	}
+	return toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initialList bool) {
+			if crd, ok := own(obj); ok && (!initialList || !h.followsKindOf(crd.Name)) {
+				h.reprobe()
+			}
+			h.notify()
+		},
+		UpdateFunc: func(oldObj, obj any) {
+			before, _ := own(oldObj)
+			if crd, ok := own(obj); ok && before != nil && serving(before) != serving(crd) {
+				h.reprobe()
+			}
+			h.notify()
+		},
+		DeleteFunc: func(obj any) {
+			if _, ok := own(obj); ok {
+				h.reprobe()
+			}
+			h.notify()
+		},
+	}
+}
+
+// followsKindOf says whether the kind the CRD named serves is followed.
+func (h *hub) followsKindOf(crdName string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for name, crd := range h.crdOf {
+		if crd == crdName {
+			return h.access[name].Watching
+		}
+	}
+	return false
+}
+
+// serving is what of a CRD decides whether its kind can be listed: whether
+// it is established and which versions it serves.
+func serving(crd *apiextensionsv1.CustomResourceDefinition) string {
+	var s strings.Builder
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established {
+			s.WriteString(string(c.Status))
+		}
+	}
+	for _, v := range crd.Spec.Versions {
+		if v.Served {
+			s.WriteString(" " + v.Name)
+		}
+	}
+	return s.String()
 }
 
 // reprobe runs probeAll in the background, one at a time. A change that
