@@ -222,11 +222,12 @@ down() {
 	log "cluster ${name} stopped"
 }
 
-# restart kills etcd and the API server of the running cluster (SIGKILL, as
-# a crash would) and starts them again, with the same command lines, on the
-# same data: what a test of the API server going away in the middle of a
-# sync does. The other components reconnect; one that gave up meanwhile (a
-# controller manager that lost its lease exits) is started again too.
+# restart [SECONDS] kills etcd and the API server of the running cluster
+# (SIGKILL, as a crash would), keeps them down for SECONDS (default 0) and
+# starts them again, with the same command lines, on the same data: what a
+# test of the API server going away (in the middle of a sync, for two
+# minutes) does. The other components reconnect; one that gave up meanwhile
+# (a controller manager that lost its lease exits) is started again too.
 # (kwokctl's own stop and start would restart every component.)
 restart() {
 	healthy || { log "no cluster ${name} running to restart"; exit 1; }
@@ -241,11 +242,12 @@ restart() {
 		kill -KILL "${pid}"
 		while kill -0 "${pid}" 2>/dev/null; do sleep 0.1; done
 	done
+	sleep "${1:-0}"
 	start_component "${dir}" etcd "${cmdline[etcd]}"
 	start_component "${dir}" kube-apiserver "${cmdline[kube-apiserver]}"
 	local i
 	for ((i = 0; i < 120; i++)); do
-		if healthy; then
+		if healthy && crds_served; then
 			for comp in kube-controller-manager kube-scheduler kwok-controller; do
 				kill -0 "$(cat "${dir}/pids/${comp}.pid")" 2>/dev/null || start_component "${dir}" "${comp}" "${cmdline[${comp}]}"
 			done
@@ -254,8 +256,18 @@ restart() {
 		fi
 		sleep 0.5
 	done
-	log "cluster ${name} not ready 60s after restarting etcd and the API server"
+	log "cluster ${name} not ready (or not serving its CRDs) 60s after restarting etcd and the API server"
 	exit 1
+}
+
+# crds_served is true once the API server serves every CRD's kinds: a
+# restarted API server is ready a few seconds before it does, and a client
+# that asks meanwhile is told the kind does not exist.
+crds_served() {
+	local gv
+	for gv in $(kubectl get crd -o jsonpath='{range .items[*]}{.spec.group}/{.spec.versions[0].name}{"\n"}{end}' | sort -u); do
+		kubectl get --raw "/apis/${gv}" >/dev/null 2>&1 || return 1
+	done
 }
 
 # start_component starts a component of the cluster in dir from its command
@@ -271,13 +283,13 @@ start_component() {
 
 case "${1:-}" in
 up) up ;;
-restart) restart ;;
+restart) restart "${2:-0}" ;;
 down) down ;;
 status) healthy ;;
 kubeconfig) echo "${kubeconfig}" ;;
 audit-log) echo "${KWOK_WORKDIR}/clusters/${name}/logs/audit.log" ;;
 *)
-	echo "usage: $0 up|down|restart|status|kubeconfig|audit-log" >&2
+	echo "usage: $0 up|down|restart [SECONDS]|status|kubeconfig|audit-log" >&2
 	exit 2
 	;;
 esac

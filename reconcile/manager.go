@@ -12,9 +12,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -42,6 +45,24 @@ type ManagerOptions struct {
 	// GracefulShutdownTimeout bounds how long running reconciles may take
 	// to finish after SIGTERM.
 	GracefulShutdownTimeout time.Duration
+	// LeaseDuration, RenewDeadline and RetryPeriod time the leader
+	// election (client-go's meaning): a standby takes over LeaseDuration
+	// after the leader's last renewal, and the leader stops leading when it
+	// has not renewed for RenewDeadline. Zero takes controller-runtime's
+	// defaults (15s, 10s, 2s).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+
+	// leaderLock, when set, is the Lease lock of Run's process-wide
+	// identity.
+	leaderLock resourcelock.Interface
+}
+
+// orNil is nil for zero, for the manager options whose nil means default.
+func orNil(d time.Duration) *time.Duration {
+	if d == 0 {
+		return nil
+	}
+	return &d
 }
 
 // NewManager builds the manager with health checks, metrics and leader
@@ -75,15 +96,22 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		// Every write the controllers make without a field manager of its
 		// own (status patches, the claim's namespace update) is recorded
 		// under the reconciler's, not under the binary's name.
-		Client:                        client.Options{FieldOwner: apply.FieldManager},
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
-		HealthProbeBindAddress:        opts.HealthAddr,
-		PprofBindAddress:              opts.PprofAddr,
-		LeaderElection:                opts.LeaderElection,
-		LeaderElectionID:              LeaderElectionID,
-		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true,
-		GracefulShutdownTimeout:       &shutdown,
+		Client:                              client.Options{FieldOwner: apply.FieldManager},
+		Metrics:                             metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:              opts.HealthAddr,
+		PprofBindAddress:                    opts.PprofAddr,
+		LeaderElection:                      opts.LeaderElection,
+		LeaderElectionID:                    LeaderElectionID,
+		LeaderElectionNamespace:             opts.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel:       true,
+		LeaderElectionResourceLockInterface: opts.leaderLock,
+		LeaseDuration:                       orNil(opts.LeaseDuration),
+		RenewDeadline:                       orNil(opts.RenewDeadline),
+		RetryPeriod:                         orNil(opts.RetryPeriod),
+		GracefulShutdownTimeout:             &shutdown,
+		// Run builds a new manager, with the same controllers, after each
+		// lost lease in the same process.
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create manager: %w", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -32,7 +31,7 @@ func TestManagerServesHealthMetricsAndLeads(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cluster.Client.Delete(ctx, ns) })
 
-	health, metrics := freeAddr(t), freeAddr(t)
+	health, metrics := testcluster.FreeAddr(t), testcluster.FreeAddr(t)
 	mgr, err := reconcile.NewManager(cluster.Config, reconcile.ManagerOptions{
 		MetricsAddr: metrics, HealthAddr: health,
 		LeaderElection: true, LeaderElectionNamespace: ns.Name,
@@ -83,16 +82,6 @@ func TestManagerServesHealthMetricsAndLeads(t *testing.T) {
 	if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
 		t.Errorf("lease still held by %q after shutdown: a new replica would wait for it to expire", *lease.Spec.HolderIdentity)
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func get(addr, path string) int {

@@ -31,17 +31,7 @@ func TestSyncKilledHalfWayLeavesNothingUnpruned(t *testing.T) {
 	gs := newGitSync(t, srv.URL())
 
 	proc := startReconciler(t, cluster)
-	created := 0
-	for deadline := time.Now().Add(2 * time.Minute); created == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the sync created no template in 2 minutes")
-		}
-		list := &v1.SandboxTemplateList{}
-		if err := c.List(ctx, list, label); err != nil {
-			t.Fatal(err)
-		}
-		created = len(list.Items)
-	}
+	waitSyncUnderway(t, c, label)
 	if err := proc.proc.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -72,5 +62,23 @@ func TestSyncKilledHalfWayLeavesNothingUnpruned(t *testing.T) {
 	}
 	if len(left) > 0 {
 		t.Errorf("%d templates of the killed sync were not pruned: %s", len(left), strings.Join(left[:min(5, len(left))], ", "))
+	}
+}
+
+// waitSyncUnderway waits until a sync has created a first template of
+// those label selects.
+func waitSyncUnderway(t *testing.T, c client.Client, label client.MatchingLabels) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the sync created no template in 2 minutes")
+		}
+		list := &v1.SandboxTemplateList{}
+		if err := c.List(context.Background(), list, label); err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) > 0 {
+			return
+		}
 	}
 }

@@ -28,3 +28,17 @@ func TestReconcileRefusesArguments(t *testing.T) {
 		t.Fatalf("reconcile with an argument: %v", err)
 	}
 }
+
+// TestReconcileRefusesLeaseTimingsThatCannotWork: client-go's leader
+// election needs retry < renew deadline < lease duration; the reconciler
+// says so before it connects to anything.
+func TestReconcileRefusesLeaseTimingsThatCannotWork(t *testing.T) {
+	cmd := newRootCommand()
+	cmd.SetArgs([]string{"reconcile", "--leader-elect-lease-duration=5s", "--leader-elect-renew-deadline=10s"})
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	err := cmd.Execute()
+	if err == nil || !strings.Contains(err.Error(), "--leader-elect-renew-deadline (10s) < --leader-elect-lease-duration (5s) must hold") {
+		t.Fatalf("reconcile with a renew deadline beyond the lease: %v", err)
+	}
+}

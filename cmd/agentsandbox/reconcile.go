@@ -27,24 +27,27 @@ func newReconcileCommand() *cobra.Command {
 		Short: "Run the controllers that converge the cluster to the declared sandboxes",
 		Long: `Runs the controller manager: leader-elected, with /healthz and /readyz on
 --health-addr and Prometheus metrics on --metrics-addr. It uses the in-cluster
-service account, or the kubeconfig named by --kubeconfig / $KUBECONFIG.`,
+service account, or the kubeconfig named by --kubeconfig / $KUBECONFIG.
+
+It never exits because the API server is away: it waits for it (with /readyz
+failing and a log line every few seconds), and when an outage costs it the
+leader lease it stops every controller and campaigns again. It exits on bad
+flags, and when the API server answers but the manager cannot start (the
+CRDs of config/ not installed, say).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			if opts.LeaderElection && (opts.RetryPeriod >= opts.RenewDeadline || opts.RenewDeadline >= opts.LeaseDuration) {
+				return fmt.Errorf("--leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s) must hold",
+					opts.RetryPeriod, opts.RenewDeadline, opts.LeaseDuration)
+			}
 			cfg, err := ctrl.GetConfig()
 			if err != nil {
 				return fmt.Errorf("failed to load cluster credentials: %w", err)
 			}
-			mgr, err := reconcile.NewManager(cfg, opts)
-			if err != nil {
-				return err
-			}
-			if err := reconcile.SetupControllers(mgr); err != nil {
-				return err
-			}
 			ctrl.Log.Info("starting reconciler", "version", version.Version, "commit", version.Commit(),
 				"leaderElection", opts.LeaderElection, "namespace", opts.LeaderElectionNamespace)
-			return mgr.Start(ctrl.SetupSignalHandler())
+			return reconcile.Run(ctrl.SetupSignalHandler(), cfg, opts)
 		},
 	}
 	namespace := os.Getenv("POD_NAMESPACE")
@@ -58,6 +61,9 @@ service account, or the kubeconfig named by --kubeconfig / $KUBECONFIG.`,
 	f.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect one active replica through a Lease")
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", namespace, "namespace of the leader election Lease")
 	f.DurationVar(&opts.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "how long running reconciles may take to finish on SIGTERM")
+	f.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long after the leader's last renewal a standby replica takes over")
+	f.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops leading (and campaigns again)")
+	f.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the lease")
 	goFlags := goflagSet()
 	zapOpts.BindFlags(goFlags)
 	ctrlconfig.RegisterFlags(goFlags) // --kubeconfig

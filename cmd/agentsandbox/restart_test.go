@@ -30,6 +30,9 @@ type reconciler struct {
 	t    *testing.T
 	bin  string
 	conf string
+	// args are flags of the run beyond the kubeconfig (by default:
+	// no leader election, no metrics or health endpoints).
+	args []string
 	proc *exec.Cmd
 	// log collects the output of every run, shown when the test fails.
 	log *os.File
@@ -61,6 +64,12 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 
 func startReconciler(t *testing.T, cluster *testcluster.Cluster) *reconciler {
 	t.Helper()
+	return startReconcilerWith(t, cluster, "--leader-elect=false", "--metrics-addr=0", "--health-addr=0")
+}
+
+// startReconcilerWith starts the reconciler with the given flags.
+func startReconcilerWith(t *testing.T, cluster *testcluster.Cluster, args ...string) *reconciler {
+	t.Helper()
 	bin, err := buildOnce()
 	if err != nil {
 		t.Fatalf("go build: %v", err)
@@ -69,7 +78,7 @@ func startReconciler(t *testing.T, cluster *testcluster.Cluster) *reconciler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &reconciler{t: t, bin: bin, conf: cluster.Kubeconfig, log: log}
+	r := &reconciler{t: t, bin: bin, conf: cluster.Kubeconfig, args: args, log: log}
 	r.start()
 	t.Cleanup(func() {
 		_ = r.proc.Process.Signal(os.Interrupt)
@@ -85,7 +94,7 @@ func startReconciler(t *testing.T, cluster *testcluster.Cluster) *reconciler {
 }
 
 func (r *reconciler) start() {
-	r.proc = exec.Command(r.bin, "reconcile", "--kubeconfig", r.conf, "--leader-elect=false", "--metrics-addr=0", "--health-addr=0")
+	r.proc = exec.Command(r.bin, append([]string{"reconcile", "--kubeconfig", r.conf}, r.args...)...)
 	r.proc.Stdout, r.proc.Stderr = r.log, r.log
 	// A test binary that dies (a panic, the -timeout) must not leave a
 	// reconciler acting on the cluster the next run uses.

@@ -20,9 +20,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -39,6 +41,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/config"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
 )
@@ -269,15 +272,15 @@ func RepoRoot() (string, error) {
 // name ("": the one AGENTSANDBOX_CLUSTER names, by default the default one)
 // and returns its trimmed standard output; progress goes to the test's
 // stderr.
-func clusterScript(root, name, arg string) (string, error) {
-	cmd := exec.Command(filepath.Join(root, "hack", "cluster.sh"), arg)
+func clusterScript(root, name string, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(root, "hack", "cluster.sh"), args...)
 	if name != "" {
 		cmd.Env = append(os.Environ(), "AGENTSANDBOX_CLUSTER="+name)
 	}
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("hack/cluster.sh %s: %w", arg, err)
+		return "", fmt.Errorf("hack/cluster.sh %s: %w", strings.Join(args, " "), err)
 	}
 	return strings.TrimSpace(string(out)), nil
 }
@@ -429,18 +432,48 @@ func (c *Cluster) WaitNoTerminatingNamespaces(t testing.TB) {
 // server among them, and starts them again on the same data, returning
 // once the API server is ready. Other clusters are not this suite's to
 // restart: the test skips there.
-func (c *Cluster) Restart(t testing.TB) {
+func (c *Cluster) Restart(t testing.TB) { c.Outage(t, 0) }
+
+// Outage kills etcd and the API server of the local cluster (SIGKILL, as
+// a crash would), keeps them down for d and starts them again on the same
+// data, returning once the API server is ready again.
+func (c *Cluster) Outage(t testing.TB, d time.Duration) {
 	t.Helper()
 	if !c.Local {
-		t.Skip("restarting the API server needs the local cluster of hack/cluster.sh")
+		t.Skip("stopping the API server needs the local cluster of hack/cluster.sh")
 	}
 	root, err := RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := clusterScript(root, "", "restart"); err != nil {
+	if _, err := clusterScript(root, "", "restart", strconv.Itoa(int(d.Seconds()))); err != nil {
 		t.Fatal(err)
 	}
+	// The admission policies of Sandboxes need the CRD's schema, which a
+	// restarted API server loads a few seconds after it is ready: until
+	// then it answers a create 503 (a client retries), which a test's
+	// first create must not take for a failure of what it tests.
+	probe := &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: Name("admitted")}, Spec: v1.SandboxSpec{TemplateRef: &v1.LocalObjectReference{Name: "any"}}}
+	var last error
+	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		last = c.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("the restarted API server does not admit a Sandbox after a minute: %v", last)
+	}
+}
+
+// FreeAddr is a loopback address nothing listens on, for a server a test
+// starts (a reconciler's health endpoints).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // RunLabel marks the objects of one test run, so one list or delete finds

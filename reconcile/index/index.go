@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,6 +25,11 @@ const (
 	WarmPoolTemplate = "spec.templateRef.name" // on WarmPool
 	TemplateNodePool = "spec.nodePoolRef.name" // on SandboxTemplate
 )
+
+// NamespaceSandbox indexes namespaces by the Sandbox they are labelled for
+// (v1alpha1.LabelSandbox): every pass of a sandbox looks for the
+// namespaces it holds, among as many as there are sandboxes and members.
+const NamespaceSandbox = "metadata.labels.sandbox" // on Namespace
 
 var (
 	mu         sync.Mutex
@@ -52,6 +58,15 @@ func Register(mgr ctrl.Manager) error {
 		if err != nil {
 			return fmt.Errorf("failed to index %s by %s: %w", ref.From, ref.Field, err)
 		}
+	}
+	err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Namespace{}, NamespaceSandbox, func(o client.Object) []string {
+		if name, ok := o.GetLabels()[v1.LabelSandbox]; ok {
+			return []string{name}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("failed to index namespaces by sandbox: %w", err)
 	}
 	registered[mgr] = true
 	return nil

@@ -1,9 +1,12 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +17,7 @@ import (
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/index"
 )
 
 // claimAttempts bounds how many members one pass tries when claims race for
@@ -24,8 +28,24 @@ const claimAttempts = 3
 // has, a warm member it claims now (justClaimed), or its own for a cold
 // start. An empty namespace means: wait for a member.
 func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res resolved) (namespace string, justClaimed bool, err error) {
+	held, err := r.heldNamespaces(ctx, sbx)
+	if err != nil {
+		return "", false, err
+	}
 	if sbx.Status.Namespace != "" {
 		r.forgetClaim(sbx.Name)
+		// Two reconcilers at once (or one whose status write was lost
+		// before another's landed) may each have taken a namespace for the
+		// sandbox; the status names the one it has, the first write of a
+		// namespace being conditional (patchStatus). Any other is deleted,
+		// not handed back: its owner was given access to it.
+		for _, ns := range held {
+			if ns.Name != sbx.Status.Namespace && ns.DeletionTimestamp == nil {
+				if err := r.deleteEnvironment(ctx, ns); err != nil {
+					return "", false, err
+				}
+			}
+		}
 		return sbx.Status.Namespace, false, nil
 	}
 	// A claim whose status write was lost (a crash, a conflict) is found by
@@ -39,23 +59,12 @@ func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res reso
 		recoverLaunch(sbx, ns)
 		return ns.Name, false, nil
 	}
-	mine := &corev1.NamespaceList{}
-	if err := r.List(ctx, mine, client.MatchingLabels{v1.LabelSandbox: sbx.Name}, client.UnsafeDisableDeepCopy); err != nil {
-		return "", false, fmt.Errorf("failed to list namespaces of sandbox %s: %w", sbx.Name, err)
-	}
-	for i := range mine.Items {
-		ns := &mine.Items[i]
-		if ownsNamespace(ns, sbx) {
-			recoverLaunch(sbx, ns)
-			return ns.Name, false, nil
-		}
-		// Labelled for this name but not this Sandbox's: an earlier
-		// Sandbox's environment, left by a delete that orphaned it.
-		if ns.DeletionTimestamp == nil {
-			if err := r.deleteEnvironment(ctx, ns); err != nil {
-				return "", false, err
-			}
-		}
+	if len(held) > 0 {
+		// With several, the first claimed: every reconciler that sees them
+		// all picks the same one, and the status write decides.
+		ns := held[0]
+		recoverLaunch(sbx, ns)
+		return ns.Name, false, nil
 	}
 	switch {
 	case res.warmPool == nil:
@@ -76,6 +85,37 @@ func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res reso
 	sbx.Status.LaunchType = v1.LaunchCold
 	sbx.Status.LaunchMessage = fmt.Sprintf("WarmPool %s had no Ready member; started from its template", res.warmPool.Name)
 	return environment.NamespaceName(sbx.Name), false, nil
+}
+
+// heldNamespaces returns the namespaces the sandbox holds, first claimed
+// first, from the cache. A namespace labelled for the sandbox's name but
+// not its own (an earlier Sandbox's of that name, left by a delete that
+// orphaned it) is deleted.
+func (r *Reconciler) heldNamespaces(ctx context.Context, sbx *v1.Sandbox) ([]*corev1.Namespace, error) {
+	labelled := &corev1.NamespaceList{}
+	if err := r.List(ctx, labelled, client.MatchingFields{index.NamespaceSandbox: sbx.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("failed to list namespaces of sandbox %s: %w", sbx.Name, err)
+	}
+	var held []*corev1.Namespace
+	for i := range labelled.Items {
+		ns := &labelled.Items[i]
+		switch {
+		case ownsNamespace(ns, sbx):
+			held = append(held, ns)
+		case ns.DeletionTimestamp == nil:
+			if err := r.deleteEnvironment(ctx, ns); err != nil {
+				return nil, err
+			}
+		}
+	}
+	claimedAt := func(ns *corev1.Namespace) time.Time {
+		at, _ := time.Parse(time.RFC3339Nano, ns.Annotations[v1.AnnotationClaimedAt])
+		return at
+	}
+	slices.SortFunc(held, func(a, b *corev1.Namespace) int {
+		return cmp.Or(claimedAt(a).Compare(claimedAt(b)), strings.Compare(a.Name, b.Name))
+	})
+	return held, nil
 }
 
 // claim binds a Ready member of the pool to the sandbox with one write: an
@@ -168,22 +208,26 @@ func (r *Reconciler) claimLanded(ctx context.Context, sbx *v1.Sandbox, name stri
 	return ns
 }
 
-// recoverLaunch fills in how a sandbox was launched when the status that
-// said so was lost (the reconciler stopped between placing the sandbox and
-// writing its status): a claimed member carries the member label and the
-// claim time, a cold namespace neither.
+// recoverLaunch fills in how a sandbox was launched into ns when the status
+// that said so was lost (the reconciler stopped between placing the
+// sandbox and writing its status) or says otherwise (another reconciler's
+// pass that started it cold wrote it before the claim's own landed): a
+// claimed member carries the member label and the claim time, a cold
+// namespace neither.
 func recoverLaunch(sbx *v1.Sandbox, ns *corev1.Namespace) {
-	if sbx.Status.LaunchType != "" {
+	warm := ns.Labels[v1.LabelMember] == v1.MemberClaimed
+	if sbx.Status.LaunchType == v1.LaunchWarm && warm || sbx.Status.LaunchType == v1.LaunchCold && !warm {
 		return
 	}
-	if ns.Labels[v1.LabelMember] == v1.MemberClaimed {
+	sbx.Status.LaunchMessage = ""
+	if warm {
 		sbx.Status.LaunchType = v1.LaunchWarm
 		if at, err := time.Parse(time.RFC3339Nano, ns.Annotations[v1.AnnotationClaimedAt]); err == nil {
 			sbx.Status.ClaimedAt = &metav1.Time{Time: at}
 		}
 		return
 	}
-	sbx.Status.LaunchType = v1.LaunchCold
+	sbx.Status.LaunchType, sbx.Status.ClaimedAt = v1.LaunchCold, nil
 	if sbx.Spec.WarmPoolRef != nil {
 		sbx.Status.LaunchMessage = fmt.Sprintf("started from WarmPool %s's template", sbx.Spec.WarmPoolRef.Name)
 	}

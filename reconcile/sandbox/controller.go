@@ -278,7 +278,17 @@ func (r *Reconciler) patchStatus(ctx context.Context, before, sbx *v1.Sandbox) e
 			return nil
 		}
 	}
-	if err := r.Status().Patch(ctx, sbx, client.MergeFrom(before)); err != nil {
+	// Until the status names a namespace, every write is conditional on
+	// the Sandbox's version: of two reconcilers that each placed it (two
+	// replicas without leader election, or a lease handover), one write
+	// wins, and the other's namespace is deleted on a later pass
+	// (placeSandbox); nor may one's launch type land beside the other's
+	// namespace.
+	patch := client.MergeFrom(before)
+	if before.Status.Namespace == "" {
+		patch = client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+	}
+	if err := r.Status().Patch(ctx, sbx, patch); err != nil {
 		r.written.Delete(sbx.Name)
 		if apierrors.IsNotFound(err) {
 			return nil

@@ -68,12 +68,30 @@ type phaseCollector struct {
 	desc   *prometheus.Desc
 }
 
-// RegisterPhaseMetric exports agentsandbox_sandboxes{phase}.
+// phaseCollectorOf is the registered collector: a process that builds a
+// new manager (after a lost lease) counts from the new one's cache.
+var phaseCollectorOf struct {
+	sync.Mutex
+	registered *phaseCollector
+}
+
+// RegisterPhaseMetric exports agentsandbox_sandboxes{phase}, from mgr's
+// cache, in place of an earlier manager's.
 func RegisterPhaseMetric(mgr ctrl.Manager) error {
-	return metrics.Registry.Register(&phaseCollector{
+	phaseCollectorOf.Lock()
+	defer phaseCollectorOf.Unlock()
+	if old := phaseCollectorOf.registered; old != nil {
+		metrics.Registry.Unregister(old)
+	}
+	c := &phaseCollector{
 		reader: mgr.GetCache(),
 		desc:   prometheus.NewDesc("agentsandbox_sandboxes", "Sandboxes by phase.", []string{"phase"}, nil),
-	})
+	}
+	if err := metrics.Registry.Register(c); err != nil {
+		return err
+	}
+	phaseCollectorOf.registered = c
+	return nil
 }
 
 func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
