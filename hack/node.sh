@@ -42,12 +42,14 @@ node=agentsandbox-node
 bridge=asbr0
 node_ip=10.244.0.1
 pod_cidr=10.244.0.0/24
+# Processes and threads a pod may have (realnode.PodPidsLimit).
+pod_pids_limit=1024
 # The images examples and tests name; built here, never pulled.
 python_image=localhost/agentsandbox/python:3.11
 pause_image=localhost/agentsandbox/pause:1
 debian_suite=bookworm
 debian_mirror="${AGENTSANDBOX_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-packages=(runc containernetworking-plugins iptables ipset nftables mmdebstrap iproute2 openssl)
+packages=(runc containernetworking-plugins iptables ipset nftables mmdebstrap iproute2 openssl e2fsprogs)
 
 log() { printf '==> %s\n' "$*" >&2; }
 bindir() { "${root}/tools/build.sh" --print-bin "$1"; }
@@ -80,6 +82,7 @@ missing() {
 		echo "ipset hash:ip (CONFIG_IP_SET_HASH_IP), which kube-router needs"
 	fi
 	[[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]] || echo "bridge netfilter (CONFIG_BRIDGE_NETFILTER)"
+	[[ -e /dev/loop-control ]] || echo "loop devices (CONFIG_BLK_DEV_LOOP), for workspaces of a fixed size"
 }
 
 check() {
@@ -132,7 +135,7 @@ build_images() {
 
 # save_host records what up changes on the machine, once: a crashed run's
 # record is kept, so down restores the state from before the first up.
-saved_sysctls=(net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables vm.overcommit_memory kernel.panic kernel.panic_on_oops)
+saved_sysctls=(net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables net.bridge.bridge-nf-call-ip6tables vm.overcommit_memory kernel.panic kernel.panic_on_oops)
 save_host() {
 	mkdir -p "${dir}"
 	[[ -f "${dir}/host.sysctl" ]] && return 0
@@ -180,12 +183,26 @@ remove_chains() {
 uplink() { ip -o route show default | awk '{for (i = 1; i < NF; i++) if ($i == "dev") {print $(i + 1); exit}}'; }
 
 guard_rule() { echo "FORWARD -s ${pod_cidr} -o $1 -m comment --comment agentsandbox-node-no-uplink -j DROP"; }
+no_ipv6_rule() { echo "$1 -i ${bridge} -m comment --comment agentsandbox-node-no-ipv6 -j DROP"; }
 
 network_up() {
 	if ! ip link show "${bridge}" >/dev/null 2>&1; then
 		ip link add "${bridge}" type bridge
 		ip addr add "${node_ip}/24" dev "${bridge}"
 	fi
+	# No IPv6 on the node's pod network, at three layers: the bridge has
+	# no address (so no link-local one to reach the node by), every pod's
+	# network namespace has IPv6 off (the CNI's tuning plugin below), and
+	# any IPv6 packet from the bridge, to another pod (bridged, which
+	# bridge netfilter hands to ip6tables) or to the node, is dropped.
+	# NetworkPolicy here (kube-router) is IPv4 only: a dual-stack cluster
+	# needs a CNI that enforces it for both families.
+	sysctl -qw "net.ipv6.conf.${bridge}.disable_ipv6=1" net.bridge.bridge-nf-call-ip6tables=1
+	local chain
+	for chain in INPUT FORWARD; do
+		# shellcheck disable=SC2046 # the rule is a list of words
+		ip6tables -C $(no_ipv6_rule "${chain}") 2>/dev/null || ip6tables -I $(no_ipv6_rule "${chain}")
+	done
 	ip link set "${bridge}" up
 	local out
 	out="$(uplink)"
@@ -209,7 +226,10 @@ network_up() {
         "routes": [{"dst": "0.0.0.0/0"}]
       }
     },
-    {"type": "portmap", "capabilities": {"portMappings": true}}
+    {"type": "portmap", "capabilities": {"portMappings": true}},
+    {"type": "tuning", "sysctl": {
+      "net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1", "net.ipv6.conf.lo.disable_ipv6": "1"
+    }}
   ]
 }
 JSON
@@ -370,6 +390,10 @@ resolvConf: ""
 serializeImagePulls: false
 registerWithTaints: [{key: ${taint_key}, value: "${taint_value}", effect: NoSchedule}]
 evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%}
+# Every pod gets at most this many processes and threads (its cgroup's
+# pids.max), so a fork bomb in one sandbox exhausts its own limit, not the
+# node's. Under gVisor the sentry's threads and its stub processes count.
+podPidsLimit: ${pod_pids_limit}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 YAML
@@ -391,9 +415,18 @@ YAML
 
 # kube-router enforces NetworkPolicy with iptables and ipsets, and does
 # nothing else here (no routing, no service proxy, no CNI).
+#
+# Its firewall lets any pod reach, whatever the policy, the service range
+# and the node's own addresses on the NodePort range (for the service
+# proxy it would otherwise be): a listener of the machine's on port 30080,
+# or on an address in 10.96.0.0/12, was open to a default-deny sandbox.
+# With no service proxy here there are no services to exempt, and both
+# exemptions cannot be turned off, so they name what nothing uses: the
+# documentation address 192.0.2.0/32 and ports 1 and 2.
 kube_router_up() {
 	start kube-router "$(bin kube-router kube-router)" --kubeconfig "$("${root}/hack/cluster.sh" kubeconfig)" \
 		--run-firewall=true --run-router=false --run-service-proxy=false --enable-cni=false \
+		--service-cluster-ip-range=192.0.2.0/32 --service-node-port-range=1-2 \
 		--enable-pod-egress=false --hostname-override "${node}" --health-port=0 --metrics-port=0
 	local i
 	for i in $(seq 1 100); do
@@ -409,11 +442,26 @@ kube_router_up() {
 # there after the start, on a new pod. The kubelet gives them the pod's
 # fsGroup. A volume whose claim is deleted (its sandbox deleted) is wiped
 # and offered again by the recycler, which up starts beside the kubelet.
-volumes=24
+#
+# Each volume is a file system of its own, of its declared capacity: an
+# ext4 image on the node's disk, loop-mounted in the node's mount
+# namespace. A workspace declared 64Mi is then full (ENOSPC) at 64 MiB
+# instead of filling the machine's disk, as a plain directory would let it.
+# A claim binds the smallest volume that fits it, so the sizes follow what
+# the tests (64Mi, 1Gi) and the demo's examples (5Gi) ask for; images are
+# sparse, and without a journal, so an empty one costs next to nothing.
+volumes=32
+volume_mib() {
+	local i="$1"
+	if [[ "${role}" == demo ]]; then
+		if ((i < 24)); then echo 5120; else echo 1024; fi
+	elif ((i < 8)); then echo 64; else echo 1024; fi
+}
 storage_class() { if [[ "${role}" == demo ]]; then echo standard; else echo agentsandbox-node-local; fi; }
 volumes_up() {
 	local class i
 	class="$(storage_class)"
+	enter_node
 	if [[ "${role}" == demo ]]; then
 		# The default class's kwok volumes could bind a claim the real node
 		# cannot mount.
@@ -431,17 +479,43 @@ volumeBindingMode: WaitForFirstConsumer
 reclaimPolicy: Retain
 YAML
 	fi
+	mkdir -p "${dir}/volumes"
 	for ((i = 0; i < volumes; i++)); do
-		volume_manifest "node-${i}" "${class}"
+		# A volume mounted already (up again on a running node) may hold a
+		# workspace: it is left as it is.
+		"${in_node[@]}" mountpoint -q "${dir}/volumes/node-${i}" 2>/dev/null || volume_make "node-${i}" "$(volume_mib "${i}")"
+	done
+	for ((i = 0; i < volumes; i++)); do
+		volume_manifest "node-${i}" "${class}" "$(volume_mib "${i}")"
 	done | kubectl apply --server-side -f - >/dev/null
 	echo "${class}" >"${dir}/volumes/class"
+	echo "${role}" >"${dir}/volumes/role"
 }
 
-# volume_manifest prints the PersistentVolume NAME of CLASS and makes its
-# directory.
+# enter_node sets in_node from the running holder, for a command (up on a
+# running node, the recycler) that did not start it.
+enter_node() {
+	[[ ${#in_node[@]} -gt 0 ]] || ! running mount-namespace ||
+		in_node=(nsenter "--mount=/proc/$(cat "${dir}/pids/mount-namespace")/ns/mnt" --)
+}
+
+# volume_make makes the volume NAME afresh, a file system of MIB MiB, and
+# mounts it where its PersistentVolume points, in the node's mount
+# namespace (the loop device goes when the mount does).
+volume_make() {
+	local name="$1" mib="$2" image="${dir}/volumes/$1.img" mnt="${dir}/volumes/$1"
+	"${in_node[@]}" umount "${mnt}" 2>/dev/null || true
+	rm -rf "${image}" "${mnt}"
+	truncate -s "${mib}M" "${image}"
+	mkfs.ext4 -q -F -O ^has_journal -m 0 "${image}"
+	mkdir -p "${mnt}"
+	"${in_node[@]}" mount -o loop "${image}" "${mnt}"
+	"${in_node[@]}" rmdir "${mnt}/lost+found"
+}
+
+# volume_manifest prints the PersistentVolume NAME of CLASS, of MIB MiB.
 volume_manifest() {
-	local name="$1" class="$2"
-	mkdir -p "${dir}/volumes/${name}"
+	local name="$1" class="$2" mib="$3"
 	cat <<YAML
 apiVersion: v1
 kind: PersistentVolume
@@ -450,7 +524,7 @@ metadata:
   labels: {agentsandbox.dev/node-volume: "true"}
 spec:
   storageClassName: ${class}
-  capacity: {storage: 100Gi}
+  capacity: {storage: ${mib}Mi}
   accessModes: [ReadWriteOnce]
   persistentVolumeReclaimPolicy: Retain
   local: {path: ${dir}/volumes/${name}}
@@ -463,12 +537,14 @@ YAML
 }
 
 # recycle_volumes runs until killed: every two seconds it wipes each
-# Released volume (its sandbox's workspace is gone with the sandbox) and
-# offers it again, as sig-storage-local-static-provisioner does for real
-# clusters, and puts back a volume that went missing. No workspace reaches
-# another sandbox.
+# Released volume (its sandbox's workspace is gone with the sandbox: the
+# file system is made anew) and offers it again, as
+# sig-storage-local-static-provisioner does for real clusters, and puts
+# back a volume that went missing. No workspace reaches another sandbox.
 recycle_volumes() {
 	local class phases i name
+	role="$(cat "${dir}/volumes/role" 2>/dev/null)" || role=test
+	enter_node
 	while sleep 2; do
 		class="$(cat "${dir}/volumes/class" 2>/dev/null)" || continue
 		phases=" $(kubectl get pv -l agentsandbox.dev/node-volume \
@@ -479,8 +555,8 @@ recycle_volumes() {
 			*" ${name}=Released "*) kubectl delete pv "${name}" --wait=true >/dev/null 2>&1 || continue ;;
 			*" ${name}="*) continue ;;
 			esac
-			rm -rf "${dir:?}/volumes/${name}"
-			volume_manifest "${name}" "${class}" | kubectl apply --server-side -f - >/dev/null 2>&1 || true
+			volume_make "${name}" "$(volume_mib "${i}")" || continue
+			volume_manifest "${name}" "${class}" "$(volume_mib "${i}")" | kubectl apply --server-side -f - >/dev/null 2>&1 || true
 		done
 	done
 }
@@ -594,6 +670,10 @@ down_node() {
 		while iptables -D $(guard_rule "$(cat "${dir}/uplink")") 2>/dev/null; do :; done
 		rm -f "${dir}/uplink"
 	fi
+	for k in INPUT FORWARD; do
+		# shellcheck disable=SC2046 # the rule is a list of words
+		while ip6tables -D $(no_ipv6_rule "${k}") 2>/dev/null; do :; done
+	done
 	[[ -f "${dir}/host.chains" ]] && remove_chains
 	# iptables-nft leaves the tables it made behind, empty.
 	if [[ -f "${dir}/host.nft" ]]; then

@@ -37,7 +37,16 @@ type targets struct {
 	// metadata is a listener on 169.254.169.254:80 in a network namespace
 	// of this machine that pods are routed to.
 	metadata string
+	// nodePort is a listener on the node's address on a port of the
+	// Kubernetes NodePort range, and serviceRange one on an address of the
+	// node inside the service range: what a NetworkPolicy enforcer that
+	// exempts service traffic would let through.
+	nodePort, serviceRange string
 }
+
+// ServiceRangeAddress is the address of the cluster's service range
+// (10.96.0.0/12) the tests put on the node's bridge for serviceRange.
+const ServiceRangeAddress = "10.96.123.45"
 
 var (
 	shared     targets
@@ -50,6 +59,9 @@ func (e env) sharedTargets(t *testing.T) targets {
 	t.Helper()
 	sharedOnce.Do(func() {
 		if shared.metadata, sharedErr = metadataListener(); sharedErr != nil {
+			return
+		}
+		if shared.nodePort, shared.serviceRange, sharedErr = nodeLocalListeners(); sharedErr != nil {
 			return
 		}
 		shared.server, sharedErr = serverPod(e.cluster)
@@ -160,6 +172,35 @@ func metadataListener() (string, error) {
 	go func() { _ = server.Serve(ln) }()
 	teardown = append(teardown, func() { _ = server.Close() })
 	return ln.Addr().String(), nil
+}
+
+// nodeLocalListeners listens on the node's address, port 30080 (of the
+// NodePort range), and on ServiceRangeAddress:8080, which it adds to the
+// node's bridge until the tests end.
+func nodeLocalListeners() (nodePort, serviceRange string, err error) {
+	if out, err := exec.Command("ip", "addr", "add", ServiceRangeAddress+"/32", "dev", realnode.Bridge).CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("ip addr add %s/32 dev %s: %v: %s", ServiceRangeAddress, realnode.Bridge, err, out)
+	}
+	teardown = append(teardown, func() {
+		_ = exec.Command("ip", "addr", "del", ServiceRangeAddress+"/32", "dev", realnode.Bridge).Run()
+	})
+	for _, addr := range []string{realnode.NodeIP + ":30080", ServiceRangeAddress + ":8080"} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return "", "", err
+		}
+		teardown = append(teardown, func() { _ = ln.Close() })
+		go func() {
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_ = conn.Close()
+			}
+		}()
+	}
+	return realnode.NodeIP + ":30080", ServiceRangeAddress + ":8080", nil
 }
 
 // listenIn opens a TCP listener inside the named network namespace. The

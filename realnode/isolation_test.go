@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/realnode"
 )
@@ -131,10 +134,13 @@ func runtimeSuite(t *testing.T, handler string) {
 	peer := otherMountNamespace(t, "unchanged")
 	pool := e.nodePool(t, handler)
 	// Four sandboxes at once: target is reached by the others; isolated
-	// has no egress at all; allow names exactly what it may reach; broad
+	// has no egress at all, and the smallest workspace; allow names exactly what it may reach; broad
 	// allows the whole internet on the test ports, which the default
 	// exceptions keep away from pods, the node and the metadata address.
-	target, isolated := e.template(t, pool, nil), e.template(t, pool, nil)
+	target := e.template(t, pool, nil)
+	isolated := e.template(t, pool, func(s *v1.SandboxTemplateSpec) {
+		s.Workspace.Size = ptr.To(resource.MustParse(realnode.SmallVolume))
+	})
 	first := e.sandboxes(t, target)
 	targetIP := first[0].pod.Status.PodIP
 	allow := e.template(t, pool, func(s *v1.SandboxTemplateSpec) {
@@ -152,6 +158,8 @@ func runtimeSuite(t *testing.T, handler string) {
 	sbxTarget, sbxIsolated, sbxAllow, sbxBroad := first[0], rest[0], rest[1], rest[2]
 
 	t.Run("code runs isolated", func(t *testing.T) { e.checkIsolation(t, sbxIsolated, handler) })
+	t.Run("the workspace is full at its size", func(t *testing.T) { e.checkWorkspaceFull(t, sbxIsolated) })
+	t.Run("no IPv6", func(t *testing.T) { e.checkNoIPv6(t, sbxBroad) })
 
 	t.Run("egress", func(t *testing.T) {
 		server8080, server8081 := hostOf(to.server)+":8080", hostOf(to.server)+":8081"
@@ -160,6 +168,7 @@ func runtimeSuite(t *testing.T, handler string) {
 		e.expectReach(t, sbxTarget, map[string]string{reachIn: open})
 		e.expectReach(t, sbxIsolated, map[string]string{
 			server8080: blocked, server8081: blocked, to.metadata: blocked, kubelet: blocked, reachIn: blocked,
+			to.nodePort: blocked, to.serviceRange: blocked,
 		})
 		e.expectReach(t, sbxAllow, map[string]string{
 			server8080: open, to.metadata: open, kubelet: open,
@@ -177,6 +186,9 @@ func runtimeSuite(t *testing.T, handler string) {
 			t.Errorf("GET /pods on the kubelet from a sandbox answered %s, want 401", got)
 		}
 	})
+
+	// Last of what uses the isolated sandbox: under gVisor it restarts.
+	t.Run("a fork bomb stops at the pod's limit", func(t *testing.T) { e.checkForkBomb(t, sbxIsolated, sbxTarget, handler) })
 
 	t.Run("delete leaves nothing behind", func(t *testing.T) {
 		e.checkNothingLeft(t, sbxBroad, peer)

@@ -13,6 +13,8 @@ const (
 	// NodeIP is its address: the bridge its pods hang off, where the
 	// kubelet serves.
 	NodeIP = "10.244.0.1"
+	// Bridge is the bridge its pods hang off.
+	Bridge = "asbr0"
 	// PodCIDR is the range its pods get addresses from.
 	PodCIDR = "10.244.0.0/24"
 	// GroupLabel is the label a node pool's selector selects it by.
@@ -24,6 +26,11 @@ const (
 	TaintKey = "agentsandbox.dev/real-node"
 	// StorageClass holds its local volumes, for persistent workspaces.
 	StorageClass = "agentsandbox-node-local"
+	// SmallVolume is the capacity of its smallest local volumes, each a
+	// file system of that size: a workspace of SmallVolume is full there.
+	SmallVolume = "64Mi"
+	// PodPidsLimit is how many processes and threads a pod may have.
+	PodPidsLimit = 1024
 	// PythonImage is the Debian image with python3 built for it.
 	PythonImage = "localhost/agentsandbox/python:3.11"
 	// RuncHandler is its containerd runtime handler for runc.
