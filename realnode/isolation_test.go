@@ -160,6 +160,7 @@ func runtimeSuite(t *testing.T, handler string) {
 	t.Run("code runs isolated", func(t *testing.T) { e.checkIsolation(t, sbxIsolated, handler) })
 	t.Run("the workspace is full at its size", func(t *testing.T) { e.checkWorkspaceFull(t, sbxIsolated) })
 	t.Run("no IPv6", func(t *testing.T) { e.checkNoIPv6(t, sbxBroad) })
+	t.Run("a missing program exits 127", func(t *testing.T) { e.checkMissingProgram(t, sbxTarget) })
 
 	t.Run("egress", func(t *testing.T) {
 		server8080, server8081 := hostOf(to.server)+":8080", hostOf(to.server)+":8081"

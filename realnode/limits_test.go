@@ -139,3 +139,15 @@ func (e env) checkNoIPv6(t *testing.T, sbx started) {
 		t.Errorf("the sandbox has IPv6 addresses %v and a packet to every host on its link was %s; want none and refused", got.Addresses, got.Send)
 	}
 }
+
+// checkMissingProgram: a program the image does not have exits 127 with a
+// shell's words, not an internal error of the runtime.
+func (e env) checkMissingProgram(t *testing.T, sbx started) {
+	var out, errOut strings.Builder
+	code, err := e.sdk.Exec(context.Background(), sbx.Name, sandboxclient.ExecOptions{
+		Command: []string{"no-such-program", "--flag"}, Stdout: &out, Stderr: &errOut, Timeout: time.Minute,
+	})
+	if err != nil || code != 127 || strings.TrimSpace(errOut.String()) != "no-such-program: command not found" {
+		t.Errorf("exec of a missing program: exit %d, error %v, stderr %q; want exit 127 and \"no-such-program: command not found\"", code, err, errOut.String())
+	}
+}

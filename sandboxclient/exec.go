@@ -86,6 +86,17 @@ func (c *Client) exec(ctx context.Context, t *target, opts ExecOptions) (int, er
 	if code, ok := exitCode(err); ok {
 		return code, nil
 	}
+	if program, ok := missingProgram(err); ok {
+		// As a shell says it; with a TTY there is only the one stream.
+		shell := stderr
+		if opts.TTY {
+			shell = stdout
+		}
+		if shell != nil {
+			fmt.Fprintf(shell, "%s: command not found\n", program)
+		}
+		return 127, nil
+	}
 	if opts.Timeout > 0 && ctx.Err() == nil && (runCtx.Err() != nil || deadlinePassed(runCtx)) {
 		return -1, fmt.Errorf("command did not finish within %s: %w", opts.Timeout, context.DeadlineExceeded)
 	}
@@ -130,6 +141,23 @@ func shouldFallback(err error) bool {
 // ending in Go's "exit status N" rather than the NonZeroExitCode status a
 // kubelet sends.
 var kwokExitStatus = regexp.MustCompile(`(?s)error executing command in container: .*: exit status (\d+)$`)
+
+// missingPrograms matches how the runtimes say the command's program does
+// not exist: runc (and Go's os/exec, as kwok runs commands) `exec: "x":
+// executable file not found in $PATH` or, for a path, `exec: "/x": stat
+// /x: no such file or directory`; gVisor `error finding executable "x" in
+// PATH [...]`. Each is an internal error of the exec request, not an exit.
+var missingPrograms = regexp.MustCompile(`exec: "([^"]+)": (?:executable file not found in \$PATH|stat [^:]*: no such file or directory)|error finding executable "([^"]+)" in PATH`)
+
+// missingProgram is the program of a command that could not start because
+// it does not exist, which a shell reports with exit code 127.
+func missingProgram(err error) (string, bool) {
+	m := missingPrograms.FindStringSubmatch(err.Error())
+	if m == nil {
+		return "", false
+	}
+	return m[1] + m[2], true
+}
 
 // exitCode is the command's exit code carried by a stream error, if any.
 func exitCode(err error) (int, bool) {

@@ -181,6 +181,9 @@ func TestSandboxCommands(t *testing.T) {
 		t.Errorf("claimed %s owned by %s in phase %s; progress %q", name, sbx.Spec.Owner, sbx.Status.Phase, res.stderr)
 	}
 
+	if res := cli(t, alice, "", "exec", name, "--", "no-such-program", "x"); res.code != 127 || res.stderr != "no-such-program: command not found\n" {
+		t.Errorf("exec of a missing program: exit %d, stderr %q; want 127 and a shell's words", res.code, res.stderr)
+	}
 	if res := cli(t, alice, "", "exec", name, "--", "sh", "-c", "echo hi; exit 4"); res.code != 4 || res.stdout != "hi\n" {
 		t.Errorf("exec: code %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
 	}
