@@ -68,7 +68,7 @@ func (c *Client) Claim(ctx context.Context, opts ClaimOptions) (*v1.Sandbox, err
 	}
 	if err := c.client.Get(ctx, client.ObjectKey{Name: sourceName}, source); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("%s %s not found", kind, sourceName)
+			return nil, &ClaimRefusedError{Missing: true, message: fmt.Sprintf("%s %s not found", kind, sourceName)}
 		}
 		return nil, fmt.Errorf("reading %s %s: %w", kind, sourceName, err)
 	}
@@ -82,7 +82,7 @@ func (c *Client) Claim(ctx context.Context, opts ClaimOptions) (*v1.Sandbox, err
 	}
 	if err := c.client.Create(ctx, sbx); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("sandbox %s already exists", opts.Name)
+			return nil, &ClaimRefusedError{Taken: true, message: fmt.Sprintf("sandbox %s already exists", opts.Name)}
 		}
 		return nil, c.explain(ctx, "", "create", err)
 	}

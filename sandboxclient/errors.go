@@ -24,6 +24,16 @@ func IsNotFound(err error) bool {
 	return errors.As(err, &nf) || apierrors.IsNotFound(err)
 }
 
+// ClaimRefusedError says a claim cannot be made as asked, for a reason the
+// caller can fix: its warm pool or template does not exist (Missing), or a
+// sandbox of its name does (Taken).
+type ClaimRefusedError struct {
+	Missing, Taken bool
+	message        string
+}
+
+func (e *ClaimRefusedError) Error() string { return e.message }
+
 // ForbiddenError says the API server refused the caller: for a sandbox's
 // pod, namespace or files that means the caller is not its owner.
 type ForbiddenError struct {

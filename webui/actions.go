@@ -109,13 +109,20 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeAPIError answers an SDK error with the status the API server gave
-// and its message: a refusal reads as the admission policy wrote it.
+// and its message: a refusal reads as the admission policy wrote it, and
+// a claim of what does not exist, or under a name taken, is the user's to
+// fix (4xx), not the server's.
 func writeAPIError(w http.ResponseWriter, err error) {
 	code := http.StatusBadGateway
 	var status apierrors.APIStatus
 	var forbidden *sandboxclient.ForbiddenError
 	var notReady *sandboxclient.NotReadyError
+	var refused *sandboxclient.ClaimRefusedError
 	switch {
+	case errors.As(err, &refused) && refused.Taken:
+		code = http.StatusConflict
+	case errors.As(err, &refused):
+		code = http.StatusUnprocessableEntity // the form names what is not there
 	case sandboxclient.IsNotFound(err):
 		code = http.StatusNotFound
 	case errors.As(err, &forbidden):

@@ -44,11 +44,7 @@ func TestCrossSiteRequestsAreRefused(t *testing.T) {
 	if handler := regexp.MustCompile(`\son[a-z]+=`).Find(body); handler != nil {
 		t.Errorf("inline event handler %q: the Content-Security-Policy forbids it", handler)
 	}
-	match := regexp.MustCompile(`<meta name="csrf-token" content="([0-9a-f]{64})">`).FindSubmatch(body)
-	if match == nil {
-		t.Fatalf("no CSRF token in the page:\n%s", body)
-	}
-	token := string(match[1])
+	token := csrfToken(t, body)
 
 	stop := func(origin, csrf, hostHeader string) (int, string) {
 		t.Helper()
@@ -120,4 +116,14 @@ func TestCrossSiteRequestsAreRefused(t *testing.T) {
 	if err != nil || !strings.Contains(string(msg), `"error":"sandbox nobodys not found"`) {
 		t.Errorf("terminal for a missing sandbox: %s, %v; want its error", msg, err)
 	}
+}
+
+// csrfToken is the CSRF token of the page body.
+func csrfToken(t *testing.T, body []byte) string {
+	t.Helper()
+	match := regexp.MustCompile(`<meta name="csrf-token" content="([0-9a-f]{64})">`).FindSubmatch(body)
+	if match == nil {
+		t.Fatalf("no CSRF token in the page:\n%s", body)
+	}
+	return string(match[1])
 }
