@@ -1,12 +1,15 @@
-# A static agentsandbox image: `docker build -t agentsandbox .`
+# A static agentsandbox image: `docker build -t agentsandbox .`. It carries
+# /sandbox-gate too, which every sandbox pod runs first (the reconciler's
+# --egress-gate-image names this image).
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /agentsandbox ./cmd/agentsandbox
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /agentsandbox ./cmd/agentsandbox && \
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /sandbox-gate ./cmd/sandbox-gate
 
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /agentsandbox /agentsandbox
+COPY --from=build /agentsandbox /sandbox-gate /
 USER 65532:65532
 ENTRYPOINT ["/agentsandbox"]

@@ -38,7 +38,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.SetupControllers(mgr) })
+	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.Controllers{}.Setup(mgr) })
 }
 
 // BenchmarkAPICreate is the floor: one ConfigMap create, as the API server

@@ -69,7 +69,10 @@ tour() {
 
 namespace=agentsandbox-system
 log "starting the reconciler: bin/agentsandbox reconcile (log in ${root}/bin/reconcile.log)"
+# The real node has the egress gate's image (hack/node.sh builds it); the
+# published one it would pull by default is not reachable from here.
 bin/agentsandbox reconcile --leader-election-namespace "${namespace}" \
+	--egress-gate-image localhost/agentsandbox/sandbox-gate:dev \
 	--health-addr 127.0.0.1:18081 --metrics-addr 127.0.0.1:18080 >bin/reconcile.log 2>&1 &
 pid=$!
 git_pid=""
@@ -199,7 +202,7 @@ log "demo done; the cluster keeps running (the reconciler stops with the demo)"
 cat <<TEXT
   export KUBECONFIG=${KUBECONFIG}
   alias kubectl=$(tools/build.sh --print-bin kube)/kubectl
-  bin/agentsandbox reconcile --leader-election-namespace ${namespace}   # run the reconciler again
+  bin/agentsandbox reconcile --leader-election-namespace ${namespace} --egress-gate-image localhost/agentsandbox/sandbox-gate:dev   # run the reconciler again
   bin/agentsandbox ui                                                   # the Sandboxes page: open http://127.0.0.1:8090/
   bin/agentsandbox run --as alice@example.com --pool python -- python3 -c 'print(2 + 2)'   # the tour, as alice
   bin/agentsandbox exec --as alice@example.com alice-scratch -- python3 task.py

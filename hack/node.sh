@@ -47,6 +47,8 @@ pod_pids_limit=1024
 # The images examples and tests name; built here, never pulled.
 python_image=localhost/agentsandbox/python:3.11
 pause_image=localhost/agentsandbox/pause:1
+# The sandbox pods' egress gate (realnode.GateImage), built at each up.
+gate_image=localhost/agentsandbox/sandbox-gate:dev
 debian_suite=bookworm
 debian_mirror="${AGENTSANDBOX_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 packages=(runc containernetworking-plugins iptables ipset nftables mmdebstrap iproute2 openssl e2fsprogs)
@@ -327,12 +329,26 @@ TOML
 		running containerd || { tail -20 "${dir}/logs/containerd.log" >&2; return 1; }
 		sleep 0.2
 	done
+	build_gate_image
 	local image out
-	for image in pause python; do
+	for image in "${images_dir}/pause.tar" "${images_dir}/python.tar" "${dir}/gate/gate.tar"; do
 		# ctr warns on every call that cgroup v1 is deprecated: keep its
 		# output for when the import fails.
-		out="$(ctr images import "${images_dir}/${image}.tar" 2>&1)" || { echo "${out}" >&2; return 1; }
+		out="$(ctr images import "${image}" 2>&1)" || { echo "${out}" >&2; return 1; }
 	done
+}
+
+# build_gate_image packs cmd/sandbox-gate, as this checkout has it, into
+# the image every sandbox pod starts with (${gate_image}): a static binary
+# alone, built at each up (a second or two), so the node never runs an
+# older gate than the reconciler expects.
+build_gate_image() {
+	rm -rf "${dir}/gate"
+	mkdir -p "${dir}/gate/root"
+	(cd "${root}" && CGO_ENABLED=0 go build -o "${dir}/gate/ociimage" ./hack/ociimage &&
+		CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${dir}/gate/root/sandbox-gate" ./cmd/sandbox-gate)
+	tar -C "${dir}/gate/root" -cf "${dir}/gate/rootfs.tar" sandbox-gate
+	"${dir}/gate/ociimage" -rootfs "${dir}/gate/rootfs.tar" -tag "${gate_image}" -entrypoint /sandbox-gate -out "${dir}/gate/gate.tar"
 }
 
 # kubelet_credentials gives the kubelet a node identity of its own
@@ -694,7 +710,7 @@ down_node() {
 	for m in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
 		[[ -d "${m}" ]] && find "${m}" -depth -type d -exec rmdir {} + 2>/dev/null || true
 	done
-	rm -rf "${dir:?}/pids" "${dir}/run" "${dir}/containerd" "${dir}/kubelet" "${dir}/runsc" "${dir}/cni" \
+	rm -rf "${dir:?}/pids" "${dir}/run" "${dir}/containerd" "${dir}/kubelet" "${dir}/runsc" "${dir}/cni" "${dir}/gate" \
 		"${dir}/pod-logs" "${dir}/host."* "${dir}/role"
 }
 

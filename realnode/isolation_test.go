@@ -161,6 +161,7 @@ func runtimeSuite(t *testing.T, handler string) {
 	t.Run("the workspace is full at its size", func(t *testing.T) { e.checkWorkspaceFull(t, sbxIsolated) })
 	t.Run("no IPv6", func(t *testing.T) { e.checkNoIPv6(t, sbxBroad) })
 	t.Run("a missing program exits 127", func(t *testing.T) { e.checkMissingProgram(t, sbxTarget) })
+	t.Run("no code runs before the egress policy", func(t *testing.T) { e.checkStartWindow(t, pool, to) })
 
 	t.Run("egress", func(t *testing.T) {
 		server8080, server8081 := hostOf(to.server)+":8080", hostOf(to.server)+":8081"

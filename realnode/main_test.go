@@ -32,7 +32,9 @@ func TestMain(m *testing.M) {
 	// The real node joins one local cluster; make test offers this package
 	// that one only.
 	testcluster.Only(testcluster.NodeCluster)
-	code := reconciletest.Run(m, func(mgr ctrl.Manager) error { return reconcile.SetupControllers(mgr) })
+	code := reconciletest.Run(m, func(mgr ctrl.Manager) error {
+		return reconcile.Controllers{EgressGateImage: realnode.GateImage}.Setup(mgr)
+	})
 	for i := len(teardown) - 1; i >= 0; i-- {
 		teardown[i]()
 	}

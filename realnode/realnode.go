@@ -33,6 +33,9 @@ const (
 	PodPidsLimit = 1024
 	// PythonImage is the Debian image with python3 built for it.
 	PythonImage = "localhost/agentsandbox/python:3.11"
+	// GateImage is the image of cmd/sandbox-gate built for it, which the
+	// controllers of its tests (and make demo's) start every pod with.
+	GateImage = "localhost/agentsandbox/sandbox-gate:dev"
 	// RuncHandler is its containerd runtime handler for runc.
 	RuncHandler = "runc"
 	// GVisorHandler is its containerd runtime handler for gVisor.

@@ -10,18 +10,32 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/warmpool"
 )
 
-// SetupControllers registers every controller of the reconciler with mgr.
-func SetupControllers(mgr ctrl.Manager) error {
+// Controllers is what the reconciler's controllers are configured with.
+type Controllers struct {
+	// EgressGateImage is an image with cmd/sandbox-gate at /sandbox-gate,
+	// which every sandbox and warm member pod runs first, holding its own
+	// processes back until its egress policy is enforced. Empty runs no
+	// gate: code that starts with the pod may reach what the policy denies
+	// for the moment the enforcer takes to program it.
+	EgressGateImage string
+}
+
+// Setup registers every controller of the reconciler with mgr.
+func (c Controllers) Setup(mgr ctrl.Manager) error {
 	if err := nodepool.NewReconciler(mgr).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := template.NewReconciler(mgr).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := sandbox.NewReconciler(mgr).SetupWithManager(mgr); err != nil {
+	sandboxes := sandbox.NewReconciler(mgr)
+	sandboxes.EgressGateImage = c.EgressGateImage
+	if err := sandboxes.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := warmpool.NewReconciler(mgr).SetupWithManager(mgr); err != nil {
+	pools := warmpool.NewReconciler(mgr)
+	pools.EgressGateImage = c.EgressGateImage
+	if err := pools.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := gitsync.NewReconciler(mgr).SetupWithManager(mgr); err != nil {

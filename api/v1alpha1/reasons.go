@@ -95,6 +95,12 @@ const (
 	// and the kubelet keeps failing to start it (a runtime handler the
 	// node lacks, a volume it cannot mount); the message is the kubelet's.
 	ReasonPodNotStarting = "PodNotStarting"
+	// ReasonPolicyNotEnforced: the pod's egress gate (the init container
+	// that runs before the sandbox's own processes) found what the
+	// NetworkPolicy denies still reachable after its timeout: the cluster
+	// does not enforce the policy for the pod, and the sandbox's code is
+	// never started. The message is the gate's; the kubelet retries it.
+	ReasonPolicyNotEnforced = "PolicyNotEnforced"
 	// ReasonDeleting: the Sandbox is deleted and its pod is going.
 	ReasonDeleting = "Deleting"
 	// ReasonTerminationStuck: the sandbox's pod has been terminating for

@@ -19,8 +19,14 @@ import (
 // a pod learns its own namespace from POD_NAMESPACE (downward API).
 const defaultNamespace = v1.SystemNamespace
 
+// DefaultEgressGateImage is the reconciler's own image, which carries
+// /sandbox-gate beside /agentsandbox (Dockerfile); config/'s Deployment
+// names both.
+const DefaultEgressGateImage = "ghcr.io/agentsandbox/agentsandbox:latest"
+
 func newReconcileCommand() *cobra.Command {
 	opts := reconcile.ManagerOptions{}
+	controllers := reconcile.Controllers{}
 	zapOpts := zap.Options{}
 	cmd := &cobra.Command{
 		Use:   "reconcile",
@@ -47,7 +53,7 @@ CRDs of config/ not installed, say).`,
 			}
 			ctrl.Log.Info("starting reconciler", "version", version.Version, "commit", version.Commit(),
 				"leaderElection", opts.LeaderElection, "namespace", opts.LeaderElectionNamespace)
-			return reconcile.Run(ctrl.SetupSignalHandler(), cfg, opts)
+			return reconcile.Run(ctrl.SetupSignalHandler(), cfg, opts, controllers)
 		},
 	}
 	namespace := os.Getenv("POD_NAMESPACE")
@@ -61,6 +67,8 @@ CRDs of config/ not installed, say).`,
 	f.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect one active replica through a Lease")
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", namespace, "namespace of the leader election Lease")
 	f.DurationVar(&opts.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "how long running reconciles may take to finish on SIGTERM")
+	f.StringVar(&controllers.EgressGateImage, "egress-gate-image", DefaultEgressGateImage,
+		"image with /sandbox-gate, which every sandbox pod runs before its own processes until its egress NetworkPolicy is enforced; \"\" runs none")
 	f.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long after the leader's last renewal a standby replica takes over")
 	f.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops leading (and campaigns again)")
 	f.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the lease")

@@ -40,7 +40,7 @@ func Main(m *testing.M) {
 	if os.Getenv("AGENTSANDBOX_TEST_RECONCILER") == "external" {
 		os.Exit(m.Run())
 	}
-	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.SetupControllers(mgr) })
+	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.Controllers{}.Setup(mgr) })
 }
 
 // openTofuEnvironment points terraform-plugin-testing at the pinned OpenTofu

@@ -67,6 +67,9 @@ type Blueprint struct {
 	nodePool *v1.NodePool
 	// env is the template's environment with the sandbox's overrides.
 	env []v1.EnvVar
+	// gateImage holds the pod's own processes back until its egress
+	// policy is enforced (WithEgressGate); empty for none.
+	gateImage string
 }
 
 func managedLabels() map[string]string {
@@ -322,6 +325,9 @@ func (b Blueprint) Pod() *corev1.Pod {
 			Containers: []corev1.Container{container},
 			Volumes:    []corev1.Volume{volume},
 		},
+	}
+	if b.gateImage != "" {
+		pod.Spec.InitContainers = []corev1.Container{b.gateContainer(container)}
 	}
 	if b.nodePool != nil {
 		pod.Spec.RuntimeClassName = ptr.To(b.nodePool.Name)

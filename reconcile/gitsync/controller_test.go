@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 	flag.Parse()
 	setup := func(mgr ctrl.Manager) error { return gitsync.NewReconciler(mgr).SetupWithManager(mgr) }
 	if flag.Lookup("test.bench").Value.String() != "" {
-		setup = reconcile.SetupControllers
+		setup = reconcile.Controllers{}.Setup
 	}
 	reconciletest.Main(m, setup)
 }

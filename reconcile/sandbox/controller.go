@@ -58,6 +58,10 @@ type Reconciler struct {
 
 	// BlockedEgress are ranges broader egress rules never open.
 	BlockedEgress []netip.Prefix
+	// EgressGateImage holds every start of a sandbox's own processes back
+	// until its egress policy is enforced (cmd/sandbox-gate); empty for no
+	// gate.
+	EgressGateImage string
 
 	// written holds, by sandbox name, the writtenStatus this controller
 	// last wrote. A pass that starts from a cache which has not seen that write
@@ -210,7 +214,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) (ctrl.Resul
 		sbx.Status.Phase = v1.SandboxPhasePending
 		return ctrl.Result{RequeueAfter: waitRetry}, nil
 	}
-	bp := environment.ForSandbox(sbx, namespace, res.template, res.nodePool, res.env)
+	bp := environment.ForSandbox(sbx, namespace, res.template, res.nodePool, res.env).WithEgressGate(r.EgressGateImage)
 	created := false
 	if !justClaimed {
 		var taken *problem.Problem

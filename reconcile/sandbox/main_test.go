@@ -24,7 +24,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.SetupControllers(mgr) })
+	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.Controllers{}.Setup(mgr) })
 }
 
 func newTemplate(t *testing.T, c client.Client, mutate func(*v1.SandboxTemplate)) *v1.SandboxTemplate {

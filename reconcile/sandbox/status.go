@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,6 +49,9 @@ func phaseOf(o observed) (phase v1.SandboxPhase, ready bool, reason, message str
 		}
 		return v1.SandboxPhaseRunning, true, v1.ReasonPodReady, message
 	default:
+		if why := gateRefused(o.pod); why != "" {
+			return v1.SandboxPhaseStarting, false, v1.ReasonPolicyNotEnforced, why
+		}
 		if failing := containerFailing(o.pod); failing != "" {
 			return v1.SandboxPhaseStarting, false, v1.ReasonContainerFailing, failing
 		}
@@ -89,6 +93,22 @@ func containerFailing(pod *corev1.Pod) string {
 		why += "; " + lastExit(t)
 	}
 	return why
+}
+
+// gateRefused is the egress gate's word when it ended without finding the
+// pod's egress policy enforced (its termination message), or "".
+func gateRefused(pod *corev1.Pod) string {
+	for _, c := range pod.Status.InitContainerStatuses {
+		if c.Name != environment.GateName || c.State.Terminated != nil && c.State.Terminated.ExitCode == 0 {
+			continue // a gate that passed, on its last try
+		}
+		for _, t := range []*corev1.ContainerStateTerminated{c.State.Terminated, c.LastTerminationState.Terminated} {
+			if t != nil && t.ExitCode != 0 {
+				return fmt.Sprintf("the sandbox's code was not started: %s (the gate exited %d; the kubelet retries it)", strings.TrimSpace(t.Message), t.ExitCode)
+			}
+		}
+	}
+	return ""
 }
 
 // restartReport tells of a running container's earlier deaths, such as an

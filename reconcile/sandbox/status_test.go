@@ -168,3 +168,34 @@ func podWith(conditions ...corev1.PodCondition) *corev1.Pod {
 	pod.Name = environment.PodName
 	return pod
 }
+
+// A gate that found the egress policy unenforced stops the start with its
+// own words (PolicyNotEnforced), on its first failure and while the
+// kubelet retries it; a gate that passed on a retry says nothing.
+func TestGateRefusalReachesTheStatus(t *testing.T) {
+	refused := &corev1.ContainerStateTerminated{ExitCode: 1, Message: "PolicyNotEnforced: 10.244.0.1:10250, which the sandbox's NetworkPolicy denies, was still reachable after 30s"}
+	cases := []struct {
+		name   string
+		status corev1.ContainerStatus
+		reason string
+	}{
+		{"refused", corev1.ContainerStatus{State: corev1.ContainerState{Terminated: refused}}, v1.ReasonPolicyNotEnforced},
+		{"retried after a refusal", corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, LastTerminationState: corev1.ContainerState{Terminated: refused}}, v1.ReasonPolicyNotEnforced},
+		{"backing off after a refusal", corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}, LastTerminationState: corev1.ContainerState{Terminated: refused}}, v1.ReasonPolicyNotEnforced},
+		{"passed on a retry", corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}, LastTerminationState: corev1.ContainerState{Terminated: refused}}, v1.ReasonPodStarting},
+		{"waiting", corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}, v1.ReasonPodStarting},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.status.Name = environment.GateName
+			pod := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{tc.status}}}
+			_, _, reason, message := phaseOf(observed{desired: v1.SandboxRunning, pod: pod})
+			if reason != tc.reason {
+				t.Fatalf("reason %s (%q), want %s", reason, message, tc.reason)
+			}
+			if reason == v1.ReasonPolicyNotEnforced && !strings.Contains(message, "was still reachable after 30s") {
+				t.Errorf("message %q does not carry the gate's words", message)
+			}
+		})
+	}
+}

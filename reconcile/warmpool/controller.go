@@ -88,6 +88,9 @@ type Reconciler struct {
 
 	// BlockedEgress are ranges broader egress rules never open.
 	BlockedEgress []netip.Prefix
+	// EgressGateImage holds every member's own processes back until its
+	// egress policy is enforced (cmd/sandbox-gate); empty for no gate.
+	EgressGateImage string
 
 	memory *memory
 }
@@ -185,13 +188,13 @@ func (r *Reconciler) reconcile(ctx context.Context, pool *v1.WarmPool) outcome {
 	var builds []memberBuild
 	for range min(toBuild, buildsPerPass) {
 		name := memberName(pool.Name)
-		builds = append(builds, memberBuild{name, environment.MemberObjects(pool, name, tpl, nodePool, r.BlockedEgress)})
+		builds = append(builds, memberBuild{name, environment.MemberObjects(pool, name, tpl, nodePool, r.BlockedEgress, r.EgressGateImage)})
 	}
 	// A member whose build was cut short (a crash, a failed write) gets its
 	// missing objects; those it has are left as they are.
 	for _, m := range o.keep {
 		if !m.Complete && !inFlight[m.Namespace.Name] {
-			objs := environment.MemberObjects(pool, m.Namespace.Name, tpl, nodePool, r.BlockedEgress)[1:]
+			objs := environment.MemberObjects(pool, m.Namespace.Name, tpl, nodePool, r.BlockedEgress, r.EgressGateImage)[1:]
 			builds = append(builds, memberBuild{m.Namespace.Name, objs})
 		}
 	}
