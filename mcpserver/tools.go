@@ -64,6 +64,7 @@ type Sandbox struct {
 	Message    string `json:"message,omitempty" jsonschema:"why the sandbox is not ready: what it waits for, or the scheduler's or the kubelet's words when no node takes or starts it"`
 	LaunchType string `json:"launch_type,omitempty" jsonschema:"Warm (claimed from a pool) or Cold"`
 	Expires    string `json:"expires,omitempty" jsonschema:"when the cluster deletes the sandbox (RFC 3339)"`
+	Workspace  string `json:"workspace,omitempty" jsonschema:"where the workspace is mounted in the sandbox: the file tools' paths and run_command's workdir start there"`
 }
 
 type sandboxList struct {
@@ -81,7 +82,7 @@ type runIn struct {
 	Sandbox        string   `json:"sandbox" jsonschema:"name of the sandbox"`
 	Command        []string `json:"command" jsonschema:"the program and its arguments, not run through a shell"`
 	Stdin          string   `json:"stdin,omitempty" jsonschema:"text given to the command on its standard input"`
-	Workdir        string   `json:"workdir,omitempty" jsonschema:"directory to run in, e.g. /workspace/src; the image's default when unset"`
+	Workdir        string   `json:"workdir,omitempty" jsonschema:"directory to run in, e.g. src (relative to the workspace) or /tmp; the image's default when unset"`
 	TimeoutSeconds int      `json:"timeout_seconds,omitempty" jsonschema:"stop waiting for the command after this many seconds (default 300)"`
 }
 
@@ -93,6 +94,7 @@ type CommandResult struct {
 	StdoutDropped int64  `json:"stdout_dropped" jsonschema:"bytes of stdout beyond the output limit, not returned"`
 	StderrDropped int64  `json:"stderr_dropped" jsonschema:"bytes of stderr beyond the output limit, not returned"`
 	TimedOut      bool   `json:"timed_out"`
+	Note          string `json:"note,omitempty" jsonschema:"what the result does not say by itself: a command waited out may still be running"`
 }
 
 // encodings a file's content may be given or returned in.
@@ -152,7 +154,7 @@ type runOnceIn struct {
 	Files          []File   `json:"files,omitempty" jsonschema:"files to write into the workspace first"`
 	Command        []string `json:"command" jsonschema:"the program and its arguments, not run through a shell"`
 	Stdin          string   `json:"stdin,omitempty" jsonschema:"text given to the command on its standard input"`
-	Workdir        string   `json:"workdir,omitempty" jsonschema:"directory to run in; the image's default when unset"`
+	Workdir        string   `json:"workdir,omitempty" jsonschema:"directory to run in, relative to the workspace or absolute; the image's default when unset"`
 	TimeoutSeconds int      `json:"timeout_seconds,omitempty" jsonschema:"stop the command after this many seconds (default 300)"`
 }
 
@@ -210,7 +212,11 @@ func (t *tools) createSandbox(ctx context.Context, _ *mcp.CallToolRequest, in cr
 	if err != nil {
 		return nil, Sandbox{}, err
 	}
-	return nil, describe(sbx), nil
+	out := describe(sbx)
+	if out.Workspace, err = t.sdk.Workspace(ctx, sbx.Name); err != nil {
+		return nil, out, err
+	}
+	return nil, out, nil
 }
 
 // create claims a sandbox with the server's lifetime rules and waits for it
@@ -262,6 +268,14 @@ func (t *tools) run(ctx context.Context, in runIn) (CommandResult, error) {
 		timeout = time.Duration(in.TimeoutSeconds) * time.Second
 	}
 	command := in.Command
+	if in.Workdir != "" && !path.IsAbs(in.Workdir) {
+		// Where write_file put proj/main.py, workdir proj finds it.
+		workspace, err := t.sdk.Workspace(ctx, in.Sandbox)
+		if err != nil {
+			return CommandResult{}, err
+		}
+		in.Workdir = path.Join(workspace, in.Workdir)
+	}
 	if in.Workdir != "" {
 		// sh changes directory and then becomes the command: the
 		// directory is an argument, never part of a script.
@@ -273,10 +287,12 @@ func (t *tools) run(ctx context.Context, in runIn) (CommandResult, error) {
 		opts.Stdin = strings.NewReader(in.Stdin)
 	}
 	code, err := t.sdk.Exec(ctx, in.Sandbox, opts)
-	res := CommandResult{ExitCode: code, Stdout: stdout.buf.String(), Stderr: stderr.buf.String(),
-		StdoutDropped: stdout.dropped, StderrDropped: stderr.dropped}
+	out, errOut := stdout.text(), stderr.text() // before the counts: a cut character is counted
+	res := CommandResult{ExitCode: code, Stdout: out, Stderr: errOut, StdoutDropped: stdout.dropped, StderrDropped: stderr.dropped}
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		res.ExitCode, res.TimedOut = -1, true
+		res.Note = fmt.Sprintf("stopped waiting after %s; the command may still be running in the sandbox "+
+			"(ending the wait does not kill it on every container runtime): check with another command", timeout)
 		return res, nil
 	}
 	return res, err
@@ -473,4 +489,21 @@ func (c *capped) Write(p []byte) (int, error) {
 	c.buf.Write(p[:room])
 	c.dropped += int64(len(p) - room)
 	return len(p), nil
+}
+
+// text is what was kept; when the cap cut a UTF-8 character in two, its
+// first bytes are dropped too (and counted), so the text stays valid.
+func (c *capped) text() string {
+	kept := c.buf.Bytes()
+	if c.dropped > 0 {
+		start := len(kept) - 1
+		for start > 0 && len(kept)-start < utf8.UTFMax && !utf8.RuneStart(kept[start]) {
+			start--
+		}
+		if start >= 0 && utf8.RuneStart(kept[start]) && !utf8.FullRune(kept[start:]) {
+			c.dropped += int64(len(kept) - start)
+			kept = kept[:start]
+		}
+	}
+	return string(kept)
 }

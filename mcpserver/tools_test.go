@@ -21,6 +21,30 @@ func TestCappedKeepsTheFirstBytesAndCountsTheRest(t *testing.T) {
 	}
 }
 
+// A cap that falls inside a UTF-8 character keeps the text valid: the
+// character's first bytes go with the rest, counted.
+func TestCappedNeverCutsACharacter(t *testing.T) {
+	for _, tc := range []struct {
+		limit   int
+		in      string
+		want    string
+		dropped int64
+	}{
+		{4, "abcé", "abc", 2},  // é is 2 bytes: 1 of them fits
+		{4, "ab€cd", "ab", 5},  // € is 3 bytes: 2 of them fit
+		{5, "ab😀x", "ab", 5},   // 😀 is 4 bytes: 3 of them fit
+		{6, "ab😀x", "ab😀", 1},  // all 4 fit
+		{3, "abcdé", "abc", 3}, // cut between characters: nothing more
+		{8, "abcé", "abcé", 0}, // no cut
+	} {
+		c := &capped{limit: tc.limit}
+		_, _ = c.Write([]byte(tc.in))
+		if got := c.text(); got != tc.want || c.dropped != tc.dropped {
+			t.Errorf("cap %d of %q: kept %q, dropped %d; want %q, %d", tc.limit, tc.in, got, c.dropped, tc.want, tc.dropped)
+		}
+	}
+}
+
 func TestDecodeNamesTheBadInput(t *testing.T) {
 	if got, err := decode("aGk=", encodingBase64); err != nil || string(got) != "hi" {
 		t.Errorf("base64: %q, %v", got, err)

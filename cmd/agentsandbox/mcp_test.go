@@ -121,8 +121,8 @@ func TestMCP(t *testing.T) {
 	}
 	sbx := must[mcpserver.Sandbox](t, s, "create_sandbox", map[string]any{"template": tpl.Name})
 	t.Cleanup(func() { cli(t, alice, "", "delete", sbx.Name) })
-	if !sbx.Ready || sbx.Owner != alice.Name || sbx.Template != tpl.Name || sbx.Expires == "" {
-		t.Fatalf("create_sandbox returned %+v; want a Ready sandbox of %s from %s with an expiry", sbx, alice.Name, tpl.Name)
+	if !sbx.Ready || sbx.Owner != alice.Name || sbx.Template != tpl.Name || sbx.Expires == "" || sbx.Workspace != workspace {
+		t.Fatalf("create_sandbox returned %+v; want a Ready sandbox of %s from %s with an expiry, its workspace at %s", sbx, alice.Name, tpl.Name, workspace)
 	}
 	// The template is Ready by now: the sandbox started from it.
 	templates := must[struct {
@@ -189,6 +189,12 @@ func TestMCP(t *testing.T) {
 		if res.ExitCode != 0 {
 			t.Errorf("workdir: %+v", res)
 		}
+		// A relative workdir starts at the workspace, as the file tools do.
+		res = must[mcpCommandResult](t, s, "run_command", map[string]any{"sandbox": sbx.Name,
+			"command": []string{"test", "-f", "mcp-" + sbx.Name + ".txt"}, "workdir": "mcp"})
+		if res.ExitCode != 0 {
+			t.Errorf("relative workdir mcp: %+v", res)
+		}
 		// --output-limit 16: the rest is counted, not returned.
 		res = must[mcpCommandResult](t, s, "run_command", map[string]any{"sandbox": sbx.Name,
 			"command": []string{"sh", "-c", "head -c 100 /dev/zero | tr '\\0' x"}})
@@ -197,7 +203,7 @@ func TestMCP(t *testing.T) {
 		}
 		res = must[mcpCommandResult](t, s, "run_command", map[string]any{"sandbox": sbx.Name,
 			"command": []string{"sleep", "30"}, "timeout_seconds": 1})
-		if !res.TimedOut || res.ExitCode != -1 {
+		if !res.TimedOut || res.ExitCode != -1 || !strings.Contains(res.Note, "may still be running") {
 			t.Errorf("timeout: %+v", res)
 		}
 	})
