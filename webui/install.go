@@ -47,7 +47,7 @@ func crdChecks(want []*apiextensionsv1.CustomResourceDefinition, have []apiexten
 		installed[have[i].Name] = &have[i]
 	}
 	if !seen.Watching {
-		return []check{{Part: "CRDs", Health: healthUnknown, Detail: "hidden from you: " + seen.Err}}
+		return []check{{Part: "CRDs", Health: healthUnknown, Detail: hiddenPrefix + seen.Err}}
 	}
 	var checks []check
 	for _, crd := range want {
@@ -93,7 +93,7 @@ func compareCRD(want, got *apiextensionsv1.CustomResourceDefinition) (string, st
 // is installed: without the policies, anyone may take over a sandbox.
 func policyChecks(want []*unstructured.Unstructured, kindOf string, installed map[string]bool, seen access) []check {
 	if !seen.Watching && !seen.Missing {
-		return []check{{Part: plural(kindOf), Health: healthUnknown, Detail: "hidden from you: " + seen.Err}}
+		return []check{{Part: plural(kindOf), Health: healthUnknown, Detail: hiddenPrefix + seen.Err}}
 	}
 	var checks []check
 	for _, obj := range want {
@@ -121,7 +121,7 @@ func leaseCheck(lease *coordinationv1.Lease, seen access, now time.Time) check {
 	logs := fmt.Sprintf("kubectl -n %s logs deploy/agentsandbox-reconciler", v1.SystemNamespace)
 	switch {
 	case !seen.Watching:
-		c.Health, c.Detail = healthUnknown, "hidden from you: "+seen.Err
+		c.Health, c.Detail = healthUnknown, hiddenPrefix+seen.Err
 		return c
 	case lease == nil:
 		c.Health, c.Detail, c.Fix = healthBad, fmt.Sprintf("no reconciler has run: there is no Lease %s/%s", v1.SystemNamespace, v1.ReconcilerLease), installCommand
@@ -183,7 +183,7 @@ func plural(kind string) string {
 func nodePoolChecks(pools []v1.NodePool, seen access) []check {
 	switch {
 	case !seen.Watching:
-		return []check{{Part: "Node pools", Health: healthUnknown, Detail: "hidden from you: " + seen.Err}}
+		return []check{{Part: "Node pools", Health: healthUnknown, Detail: hiddenPrefix + seen.Err}}
 	case len(pools) == 0:
 		return []check{{Part: "Node pools", Health: healthOK, Detail: "none: sandboxes run on the cluster's default runtime"}}
 	}
@@ -192,4 +192,39 @@ func nodePoolChecks(pools []v1.NodePool, seen access) []check {
 		checks = append(checks, nodePoolCheck(&pools[i]))
 	}
 	return checks
+}
+
+// hiddenPrefix starts the detail of a check the caller may not read.
+const hiddenPrefix = "hidden from you: "
+
+// summarizeHidden folds the checks the caller may not read into one line,
+// where the first of them was: a developer who is not a cluster admin
+// would otherwise read a row of the API server's refusals for every part.
+// A single hidden check stays as it is, with the API server's words.
+func summarizeHidden(checks []check) []check {
+	var hidden []string
+	first := -1
+	for i, c := range checks {
+		if c.Health == healthUnknown && strings.HasPrefix(c.Detail, hiddenPrefix) {
+			hidden = append(hidden, c.Part)
+			if first < 0 {
+				first = i
+			}
+		}
+	}
+	if len(hidden) < 2 {
+		return checks
+	}
+	out := make([]check, 0, len(checks)-len(hidden)+1)
+	for i, c := range checks {
+		switch {
+		case i == first:
+			out = append(out, check{Part: "Installation", Health: healthUnknown,
+				Detail: "visible to cluster admins: you may not read " + strings.Join(hidden, ", ")})
+		case c.Health == healthUnknown && strings.HasPrefix(c.Detail, hiddenPrefix):
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
 }

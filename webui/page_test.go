@@ -185,6 +185,12 @@ func TestSomeoneElsesSandboxIsRefused(t *testing.T) {
 	b := newBrowser(t, refusal)
 	b.do(chromedp.Navigate(url))
 	b.wait("no sandboxes of bob's own", `document.getElementById("sandboxes").innerText.includes("You have no sandboxes")`, 10*time.Second)
+	// bob is no cluster admin: one line says the installation is theirs to
+	// see, not a refusal for each part.
+	b.wait("the installation summary", `document.querySelector('tr[data-part="Installation"]')?.innerText.includes("visible to cluster admins")`, 10*time.Second)
+	if install := eval[string](b, `document.getElementById("install").innerText`); strings.Contains(install, "forbidden") {
+		t.Errorf("the installation status shows bob the API server's refusals:\n%s", install)
+	}
 	b.do(chromedp.Navigate(url + "/?view=all"))
 	b.wait("alice's sandbox in all", rowData("sandbox", sbx.Name, "phase")+` === "Running"`, 30*time.Second)
 	if eval[bool](b, fmt.Sprintf(`document.querySelector(%q) !== null`, row("sandbox", sbx.Name)+` button[data-action=connect]`)) {

@@ -129,7 +129,7 @@ func (s *Server) installChecks(ctx context.Context, nodePools []v1.NodePool, nod
 	}
 	checks = append(checks, leaseCheck(lease, leaseAccess, time.Now()))
 	checks = append(checks, nodePoolChecks(nodePools, nodePoolAccess)...)
-	return checks, nil
+	return summarizeHidden(checks), nil
 }
 
 // section is a rendered part of the page.

@@ -202,3 +202,24 @@ func TestSandboxRowSaysWhyNoNodeTakesIt(t *testing.T) {
 		t.Errorf("row of an unschedulable sandbox: %+v, want Failed with the scheduler's words", row.Ready)
 	}
 }
+
+// A developer who may read none of the installation's parts reads one line
+// saying so, not a refusal for each; what they may read stays.
+func TestHiddenChecksAreOneLine(t *testing.T) {
+	hidden := func(part string) check {
+		return check{Part: part, Health: healthUnknown, Detail: hiddenPrefix + part + " is forbidden"}
+	}
+	pool := check{Part: "Node pool gvisor", Health: healthOK, Detail: "RuntimeClass gvisor"}
+	got := summarizeHidden([]check{hidden("CRDs"), hidden("ValidatingAdmissionPolicies"), hidden("Reconciler"), pool})
+	want := []check{
+		{Part: "Installation", Health: healthUnknown, Detail: "visible to cluster admins: you may not read CRDs, ValidatingAdmissionPolicies, Reconciler"},
+		pool,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("summarized checks (-want +got):\n%s", diff)
+	}
+	one := []check{hidden("Reconciler"), pool}
+	if diff := cmp.Diff(one, summarizeHidden(one)); diff != "" {
+		t.Errorf("a single hidden check changed (-want +got):\n%s", diff)
+	}
+}
