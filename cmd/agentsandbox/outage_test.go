@@ -6,13 +6,17 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -220,5 +224,67 @@ func waitPoolFull(t *testing.T, c client.Client, pool *v1.WarmPool) {
 	}
 	if n := len(members.Items); n != int(got.DesiredReplicas()) {
 		t.Errorf("warm pool %s holds %d available members, want %d", pool.Name, n, got.DesiredReplicas())
+	}
+}
+
+// TestReconcilerExitsWithoutItsCRDs: an API server that answers but does
+// not serve a CRD of config/crd is not an outage to wait out: after
+// crdGrace the reconciler exits, naming the CRD and what to install, with
+// /readyz failing meanwhile. It does not run in parallel: the package's
+// other tests would lose the kind (and every GitSync) too.
+func TestReconcilerExitsWithoutItsCRDs(t *testing.T) {
+	cluster := testcluster.Get(t)
+	ctx := context.Background()
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "gitsyncs.agentsandbox.dev"}}
+	if err := cluster.Client.Delete(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := testcluster.InstallCRDs(context.Background(), cluster.Client); err != nil {
+			t.Errorf("reinstall the CRDs: %v", err)
+		}
+		testcluster.Eventually(t, "the GitSync kind served again", func() (bool, string) {
+			err := cluster.Client.List(context.Background(), &v1.GitSyncList{})
+			return err == nil, fmt.Sprint(err)
+		})
+	})
+	testcluster.Eventually(t, "the GitSync kind no longer served", func() (bool, string) {
+		err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(crd), crd)
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	health := testcluster.FreeAddr(t)
+	cmd := exec.Command(bin, "reconcile", "--kubeconfig", cluster.Kubeconfig, "--leader-elect=false", "--metrics-addr=0", "--health-addr", health)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	seen := &healthSeen{}
+	stopProbing := probeHealth(health, seen)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the reconciler still runs 2 minutes without the GitSync CRD:\n%s", out.String())
+	}
+	stopProbing()
+	t.Logf("exited after %s: %v", time.Since(start).Round(time.Second), err)
+	if err == nil {
+		t.Errorf("the reconciler exited 0 without its CRDs")
+	}
+	if msg := out.String(); !strings.Contains(msg, "does not serve gitsyncs.agentsandbox.dev") || !strings.Contains(msg, "install the CRDs") {
+		t.Errorf("the reconciler's last words do not name the CRD and what to install:\n%s", msg[max(0, len(msg)-2000):])
+	}
+	if !strings.Contains(seen.waiting, "to serve gitsyncs.agentsandbox.dev") {
+		t.Errorf("/readyz did not fail saying what it waited for (last 503: %q)", seen.waiting)
 	}
 }
