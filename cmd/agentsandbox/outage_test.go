@@ -205,25 +205,18 @@ func waitLeading(t *testing.T, c client.Client, holder string, since time.Time) 
 	return max(0, lease.Spec.RenewTime.Sub(since))
 }
 
-// waitPoolFull waits until every member of the pool is Ready.
+// waitPoolFull waits until every member of the pool is Ready, and checks
+// that as many members are available as the pool wants: none lost or
+// claimed twice through the outage.
 func waitPoolFull(t *testing.T, c client.Client, pool *v1.WarmPool) {
 	t.Helper()
-	got := &v1.WarmPool{}
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(pool), got); err != nil {
-			return false, nil
-		}
-		return got.Readiness().Ready, nil
-	})
-	if err != nil {
-		t.Fatalf("warm pool %s not full: %s", pool.Name, got.Readiness().Message)
-	}
+	waitPoolReady(t, pool, ptr.Deref(pool.Spec.Replicas, 1), 2*time.Minute)
 	members := &corev1.NamespaceList{}
 	if err := c.List(context.Background(), members, client.MatchingLabels{v1.LabelWarmPool: pool.Name, v1.LabelMember: v1.MemberAvailable}); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(members.Items); n != int(got.DesiredReplicas()) {
-		t.Errorf("warm pool %s holds %d available members, want %d", pool.Name, n, got.DesiredReplicas())
+	if n := len(members.Items); n != int(pool.DesiredReplicas()) {
+		t.Errorf("warm pool %s holds %d available members, want %d", pool.Name, n, pool.DesiredReplicas())
 	}
 }
 

@@ -19,10 +19,10 @@ import (
 // a pod learns its own namespace from POD_NAMESPACE (downward API).
 const defaultNamespace = v1.SystemNamespace
 
-// DefaultEgressGateImage is the reconciler's own image, which carries
+// defaultEgressGateImage is the reconciler's own image, which carries
 // /sandbox-gate beside /agentsandbox (Dockerfile); config/'s Deployment
 // names both.
-const DefaultEgressGateImage = "ghcr.io/agentsandbox/agentsandbox:latest"
+const defaultEgressGateImage = "ghcr.io/agentsandbox/agentsandbox:latest"
 
 func newReconcileCommand() *cobra.Command {
 	opts := reconcile.ManagerOptions{}
@@ -67,7 +67,7 @@ CRDs of config/ not installed, say).`,
 	f.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect one active replica through a Lease")
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", namespace, "namespace of the leader election Lease")
 	f.DurationVar(&opts.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "how long running reconciles may take to finish on SIGTERM")
-	f.StringVar(&controllers.EgressGateImage, "egress-gate-image", DefaultEgressGateImage,
+	f.StringVar(&controllers.EgressGateImage, "egress-gate-image", defaultEgressGateImage,
 		"image with /sandbox-gate, which every sandbox pod runs before its own processes until its egress NetworkPolicy is enforced; \"\" runs none")
 	f.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long after the leader's last renewal a standby replica takes over")
 	f.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops leading (and campaigns again)")
