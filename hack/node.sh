@@ -728,8 +728,19 @@ up) up "${2:-}" ;;
 down) down ;;
 status) ready ;;
 recycle-volumes) recycle_volumes ;;
+enforcer)
+	# For tests that prove the isolation check finds a stopped enforcer.
+	case "${2:-}" in
+	stop) kill_pid kube-router ;;
+	start) kube_router_up ;;
+	*)
+		echo "usage: $0 enforcer stop|start" >&2
+		exit 2
+		;;
+	esac
+	;;
 *)
-	echo "usage: $0 check|up [--demo]|down|status" >&2
+	echo "usage: $0 check|up [--demo]|down|status|enforcer stop|start" >&2
 	exit 2
 	;;
 esac

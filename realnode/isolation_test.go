@@ -26,43 +26,35 @@ def writable(path):
         os.remove(path)
         return True
     except OSError: return False
-status = dict(l.split(":", 1) for l in read("/proc/self/status").splitlines() if ":" in l)
 pids = [p for p in os.listdir("/proc") if p.isdigit()]
 cmdlines = [read("/proc/%s/cmdline" % p).replace("\0", " ").strip() for p in pids]
 try: dmesg = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10).stdout
 except Exception as e: dmesg = "error: " + type(e).__name__
 print(json.dumps({
     "hostname": socket.gethostname(), "uid": os.getuid(), "gid": os.getgid(),
-    "capEff": status["CapEff"].strip(), "capBnd": status["CapBnd"].strip(),
-    "noNewPrivs": status["NoNewPrivs"].strip(), "seccomp": status.get("Seccomp", "").strip(),
     "pid1": read("/proc/1/cmdline").replace("\0", " ").strip(), "processes": cmdlines,
     "hostFileVisible": os.path.exists(sys.argv[1]),
-    "serviceAccountToken": os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount"),
-    "rootWritable": writable("/probe"), "workspaceWritable": writable("/workspace/probe"),
+    "workspaceWritable": writable("/workspace/probe"),
     "kernel": read("/proc/version"), "dmesg": dmesg,
 }))
 `
 
 type facts struct {
-	Hostname            string   `json:"hostname"`
-	UID                 int      `json:"uid"`
-	GID                 int      `json:"gid"`
-	CapEff              string   `json:"capEff"`
-	CapBnd              string   `json:"capBnd"`
-	NoNewPrivs          string   `json:"noNewPrivs"`
-	Seccomp             string   `json:"seccomp"`
-	PID1                string   `json:"pid1"`
-	Processes           []string `json:"processes"`
-	HostFileVisible     bool     `json:"hostFileVisible"`
-	ServiceAccountToken bool     `json:"serviceAccountToken"`
-	RootWritable        bool     `json:"rootWritable"`
-	WorkspaceWritable   bool     `json:"workspaceWritable"`
-	Kernel              string   `json:"kernel"`
-	Dmesg               string   `json:"dmesg"`
+	Hostname          string   `json:"hostname"`
+	UID               int      `json:"uid"`
+	GID               int      `json:"gid"`
+	PID1              string   `json:"pid1"`
+	Processes         []string `json:"processes"`
+	HostFileVisible   bool     `json:"hostFileVisible"`
+	WorkspaceWritable bool     `json:"workspaceWritable"`
+	Kernel            string   `json:"kernel"`
+	Dmesg             string   `json:"dmesg"`
 }
 
 // checkIsolation proves the code runs inside the sandbox, not on this
-// host, with nothing a container escape starts from.
+// host. What the isolation check judges besides (capabilities,
+// no_new_privs, seccomp, the token, the read-only root) the same suite
+// asserts through it (checkIsolationCheck).
 func (e env) checkIsolation(t *testing.T, sbx started, handler string) {
 	marker := filepath.Join(os.TempDir(), "agentsandbox-host-"+sbx.Name)
 	if err := os.WriteFile(marker, []byte("host"), 0o644); err != nil {
@@ -78,12 +70,6 @@ func (e env) checkIsolation(t *testing.T, sbx started, handler string) {
 	if got.UID != 65532 || got.GID != 65532 {
 		t.Errorf("runs as uid %d gid %d, want the template's 65532", got.UID, got.GID)
 	}
-	if got.CapEff != "0000000000000000" || got.CapBnd != "0000000000000000" {
-		t.Errorf("capabilities effective %s bounding %s, want none", got.CapEff, got.CapBnd)
-	}
-	if got.NoNewPrivs != "1" {
-		t.Errorf("NoNewPrivs %q, want 1", got.NoNewPrivs)
-	}
 	if !strings.Contains(got.PID1, "http.server") {
 		t.Errorf("PID 1 is %q, not the template's command: not a PID namespace of its own", got.PID1)
 	}
@@ -95,21 +81,11 @@ func (e env) checkIsolation(t *testing.T, sbx started, handler string) {
 	if got.HostFileVisible {
 		t.Errorf("the host's file %s is visible", marker)
 	}
-	if got.ServiceAccountToken {
-		t.Error("a service account token is mounted")
-	}
-	if got.RootWritable {
-		t.Error("the root file system is writable; the template says read-only")
-	}
 	if !got.WorkspaceWritable {
 		t.Error("the workspace is not writable")
 	}
 	switch handler {
 	case realnode.RuncHandler:
-		// Debian's runc is built with libseccomp: RuntimeDefault filters.
-		if got.Seccomp != "2" {
-			t.Errorf("Seccomp %q, want 2 (filter mode)", got.Seccomp)
-		}
 		if strings.Contains(got.Dmesg+got.Kernel, "gVisor") {
 			t.Errorf("a runc sandbox reports gVisor: %s", got.Dmesg)
 		}
@@ -162,6 +138,9 @@ func runtimeSuite(t *testing.T, handler string) {
 	t.Run("no IPv6", func(t *testing.T) { e.checkNoIPv6(t, sbxBroad) })
 	t.Run("a missing program exits 127", func(t *testing.T) { e.checkMissingProgram(t, sbxTarget) })
 	t.Run("no code runs before the egress policy", func(t *testing.T) { e.checkStartWindow(t, pool, to) })
+	// The check's fork bomb is the suite's: refused under runc, the end of
+	// the sandbox's kernel under gVisor, its neighbour working on.
+	t.Run("the isolation check finds every probe held", func(t *testing.T) { e.checkIsolationCheck(t, pool, to, handler) })
 
 	t.Run("egress", func(t *testing.T) {
 		server8080, server8081 := hostOf(to.server)+":8080", hostOf(to.server)+":8081"
@@ -188,9 +167,6 @@ func runtimeSuite(t *testing.T, handler string) {
 			t.Errorf("GET /pods on the kubelet from a sandbox answered %s, want 401", got)
 		}
 	})
-
-	// Last of what uses the isolated sandbox: under gVisor it restarts.
-	t.Run("a fork bomb stops at the pod's limit", func(t *testing.T) { e.checkForkBomb(t, sbxIsolated, sbxTarget, handler) })
 
 	t.Run("delete leaves nothing behind", func(t *testing.T) {
 		e.checkNothingLeft(t, sbxBroad, peer)

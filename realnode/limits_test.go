@@ -2,73 +2,15 @@ package realnode_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/realnode"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
 )
-
-// forkProgram starts processes that sleep (sleep(1), small beside a
-// forked Python under the sandbox's memory limit) until it has argv[1] of
-// them or the kernel refuses one, then kills them all, and prints how many
-// it started and the refusal's errno.
-const forkProgram = `
-import errno, json, subprocess, sys
-children, refused = [], ""
-try:
-    while len(children) < int(sys.argv[1]):
-        children.append(subprocess.Popen(["sleep", "120"]))
-except OSError as e:
-    refused = errno.errorcode.get(e.errno, str(e.errno))
-for c in children:
-    c.kill()
-for c in children:
-    c.wait()
-print(json.dumps({"forked": len(children), "refused": refused}))
-`
-
-// checkForkBomb: a sandbox that forks without end is stopped at the pod's
-// process limit (hack/node.sh's podPidsLimit), well before the node's, and
-// its neighbour on the node goes on working. Under runc the kernel refuses
-// the fork (EAGAIN); under gVisor the limit counts the sentry's threads and
-// its stub processes, and the sandbox's kernel dies when it cannot make
-// one (runsc has no limit of its own to refuse the fork first): the
-// container restarts, and the sandbox is back.
-func (e env) checkForkBomb(t *testing.T, sbx, neighbour started, handler string) {
-	out, code, stderr := e.exec(t, sbx.Name, "python3", "-c", forkProgram, "4096")
-	var got struct {
-		Forked  int    `json:"forked"`
-		Refused string `json:"refused"`
-	}
-	switch {
-	case code == 0 && json.Unmarshal([]byte(out), &got) == nil:
-		t.Logf("started %d processes before the kernel refused one (%s); the pod's limit is %d", got.Forked, got.Refused, realnode.PodPidsLimit)
-		if got.Refused != "EAGAIN" || got.Forked >= realnode.PodPidsLimit {
-			t.Errorf("started %d processes (refused: %q); want EAGAIN before the pod's limit of %d processes and threads", got.Forked, got.Refused, realnode.PodPidsLimit)
-		}
-	case handler == realnode.GVisorHandler:
-		t.Logf("the fork bomb ended the sandbox's kernel at the pod's limit (exit %d: %s)", code, strings.TrimSpace(stderr))
-		// Until the kubelet has restarted the container, an exec fails.
-		err := wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			code, err := e.sdk.Exec(ctx, sbx.Name, sandboxclient.ExecOptions{Command: []string{"true"}, Timeout: 10 * time.Second})
-			return err == nil && code == 0, nil
-		})
-		if err != nil {
-			t.Errorf("sandbox %s did not come back within 2 minutes of its fork bomb", sbx.Name)
-		}
-	default:
-		t.Errorf("the fork bomb exited %d: %s %s", code, out, stderr)
-	}
-	if _, code, stderr := e.exec(t, neighbour.Name, "true"); code != 0 {
-		t.Errorf("sandbox %s beside the fork bomb cannot run a command: exit %d: %s", neighbour.Name, code, stderr)
-	}
-}
 
 // fillProgram writes MiB after MiB to a file in the workspace, syncing
 // each, until the file system refuses, and prints how much it wrote and the

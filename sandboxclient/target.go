@@ -19,6 +19,8 @@ type target struct {
 	namespace string
 	pod       string
 	container string
+	// running is the pod as read.
+	running *corev1.Pod
 	// workspace is the workspace's mount path in the container.
 	workspace string
 }
@@ -50,7 +52,7 @@ func (c *Client) resolve(ctx context.Context, name, action string) (*target, err
 	}
 	// The sandbox pod has one container, the sandbox itself.
 	ctr := pod.Spec.Containers[0]
-	t := &target{sandbox: sbx, namespace: pod.Namespace, pod: pod.Name, container: ctr.Name}
+	t := &target{sandbox: sbx, namespace: pod.Namespace, pod: pod.Name, container: ctr.Name, running: pod}
 	for _, m := range ctr.VolumeMounts {
 		if m.Name == v1.WorkspaceName {
 			t.workspace = m.MountPath
@@ -70,4 +72,14 @@ func (c *Client) Workspace(ctx context.Context, name string) (string, error) {
 		return "", err
 	}
 	return t.workspace, nil
+}
+
+// Pod returns the sandbox's running pod, read as the caller: where it runs
+// (status.hostIP), and how its containers started.
+func (c *Client) Pod(ctx context.Context, name string) (*corev1.Pod, error) {
+	t, err := c.resolve(ctx, name, "read the pod of")
+	if err != nil {
+		return nil, err
+	}
+	return t.running, nil
 }

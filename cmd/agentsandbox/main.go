@@ -41,7 +41,7 @@ func newRootCommand() *cobra.Command {
 		newClaimCommand(), newListCommand(), newGetCommand(), newExecCommand(), newRunCommand(), newCpCommand(),
 		newPortForwardCommand(), newLogsCommand(), newStateCommand(v1.SandboxStopped),
 		newStateCommand(v1.SandboxRunning), newDeleteCommand(), newMCPCommand(),
-		newSSHProxyCommand(), newSSHConfigCommand(), newUICommand())
+		newSSHProxyCommand(), newSSHConfigCommand(), newUICommand(), newCheckCommand())
 	return root
 }
 

@@ -12,6 +12,10 @@
 // accepted the policy is not enforced yet; once it is refused or times out,
 // it is. After --timeout it fails the start, saying so in the pod's
 // termination message, which the Sandbox's status carries.
+//
+// Run as "sandbox-gate probe …", it is the isolation check's probe
+// instead (package isolationcheck/probe): the check copies this binary
+// into the sandboxes it starts, for it runs in any image.
 package main
 
 import (
@@ -21,6 +25,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/isolationcheck/probe"
 )
 
 // terminationLog is where the kubelet reads a container's termination
@@ -28,6 +34,9 @@ import (
 const terminationLog = "/dev/termination-log"
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == probe.Command {
+		os.Exit(probe.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	host := flag.String("host", "", "the address that must be denied (the node's, from status.hostIP)")
 	port := flag.Int("port", 10250, "the port on it that always listens (the kubelet's)")
 	timeout := flag.Duration("timeout", 30*time.Second, "how long to wait for the policy to be enforced")

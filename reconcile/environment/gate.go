@@ -29,11 +29,15 @@ const GateTimeout = "30s"
 // unless image is empty or the template's egress may allow the kubelet's
 // port, where a denied connection cannot be told from an allowed one.
 func (b Blueprint) WithEgressGate(image string) Blueprint {
-	if !mayReach(b.template.Spec.Network.Egress, gatePort) {
+	if GateProves(b.template.Spec.Network) {
 		b.gateImage = image
 	}
 	return b
 }
+
+// GateProves tells whether the gate can prove a sandbox's policy enforced:
+// whether no egress rule may allow the kubelet's port.
+func GateProves(n v1.Network) bool { return !mayReach(n.Egress, gatePort) }
 
 // mayReach tells whether a rule allows TCP port, on any address: a rule of
 // all ports, or one whose ports include it.

@@ -127,3 +127,58 @@ func port(number int32, end *int32, protocol v1.Protocol) networkingv1.NetworkPo
 	p := intstr.FromInt32(number)
 	return networkingv1.NetworkPolicyPort{Protocol: &proto, Port: &p, EndPort: end}
 }
+
+// EgressAllows tells whether the NetworkPolicy of a sandbox with network n
+// (and blocked, the ranges no broad rule reaches) lets it open a TCP
+// connection to address: what the isolation check expects of each
+// destination it tries. Cluster DNS, allowed to the kube-dns pods only,
+// is not an address here.
+func EgressAllows(n v1.Network, blocked []netip.Prefix, address netip.AddrPort) bool {
+	for _, rule := range networkPolicy("", n, blocked).Spec.Egress {
+		if !portAllowed(rule.Ports, address.Port()) {
+			continue
+		}
+		for _, peer := range rule.To {
+			if peer.IPBlock != nil && inBlock(peer.IPBlock, address.Addr()) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func portAllowed(ports []networkingv1.NetworkPolicyPort, number uint16) bool {
+	if len(ports) == 0 {
+		return true
+	}
+	for _, p := range ports {
+		if p.Protocol != nil && *p.Protocol != corev1.ProtocolTCP {
+			continue
+		}
+		if p.Port == nil {
+			return true
+		}
+		end := p.Port.IntVal
+		if p.EndPort != nil {
+			end = *p.EndPort
+		}
+		if p.Port.IntVal <= int32(number) && int32(number) <= end {
+			return true
+		}
+	}
+	return false
+}
+
+func inBlock(block *networkingv1.IPBlock, addr netip.Addr) bool {
+	addr = addr.WithZone("").Unmap()
+	cidr, err := netip.ParsePrefix(block.CIDR)
+	if err != nil || !cidr.Contains(addr) {
+		return false
+	}
+	for _, e := range block.Except {
+		if ex, err := netip.ParsePrefix(e); err == nil && ex.Contains(addr) {
+			return false
+		}
+	}
+	return true
+}

@@ -111,6 +111,16 @@ func gateRefused(pod *corev1.Pod) string {
 	return ""
 }
 
+// gateWaiting tells whether the egress gate runs, and since when.
+func gateWaiting(pod *corev1.Pod) (time.Time, bool) {
+	for _, c := range pod.Status.InitContainerStatuses {
+		if c.Name == environment.GateName && c.State.Running != nil {
+			return c.State.Running.StartedAt.Time, true
+		}
+	}
+	return time.Time{}, false
+}
+
 // restartReport tells of a running container's earlier deaths, such as an
 // OOM kill the kubelet restarted it after, or "" when it never restarted.
 func restartReport(pod *corev1.Pod) string {
@@ -143,17 +153,38 @@ func starting(o observed) (reason, message string) {
 		}
 		return v1.ReasonUnschedulable, fmt.Sprintf("no node can take the pod (the scheduler has said so since %s): %s", since.UTC().Format(time.RFC3339), why)
 	}
+	if since, waiting := gateWaiting(o.pod); waiting {
+		// The node started the pod: what it says of it now (an event from
+		// before, say) is not why the sandbox waits.
+		return v1.ReasonPodStarting, fmt.Sprintf("the egress gate waits for the pod's egress policy to be enforced (%s so far; it gives up after %s)",
+			o.now.Sub(since).Round(time.Second), environment.GateTimeout)
+	}
 	phase := o.pod.Status.Phase
 	if phase == "" {
 		phase = corev1.PodPending
 	}
-	scheduled := environment.ScheduledAt(o.pod)
+	// The node's time to start the sandbox's container runs from when the
+	// pod was scheduled, or from when the gate let it start.
+	since, what := environment.ScheduledAt(o.pod), "it was scheduled"
+	if passed := gatePassedAt(o.pod); passed.After(since) {
+		since, what = passed, "the egress gate passed"
+	}
 	switch {
-	case o.nodeWord == nil || o.nodeWord.Last.Before(scheduled):
+	case o.nodeWord == nil || o.nodeWord.Last.Before(since):
 		return v1.ReasonPodStarting, "pod is " + string(phase) + ", waiting for it to be ready"
-	case o.now.Sub(scheduled) < v1.NotTransient:
+	case o.now.Sub(since) < v1.NotTransient:
 		return v1.ReasonPodStarting, "pod is " + string(phase) + ": " + o.nodeWord.String()
 	}
-	return v1.ReasonPodNotStarting, fmt.Sprintf("node %s has not started the pod since it was scheduled at %s: %s",
-		o.pod.Spec.NodeName, scheduled.UTC().Format(time.RFC3339), o.nodeWord)
+	return v1.ReasonPodNotStarting, fmt.Sprintf("node %s has not started the pod since %s at %s: %s",
+		o.pod.Spec.NodeName, what, since.UTC().Format(time.RFC3339), o.nodeWord)
+}
+
+// gatePassedAt is when the egress gate passed, zero while it has not.
+func gatePassedAt(pod *corev1.Pod) time.Time {
+	for _, c := range pod.Status.InitContainerStatuses {
+		if t := c.State.Terminated; c.Name == environment.GateName && t != nil && t.ExitCode == 0 {
+			return t.FinishedAt.Time
+		}
+	}
+	return time.Time{}
 }

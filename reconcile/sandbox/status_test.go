@@ -182,14 +182,20 @@ func TestGateRefusalReachesTheStatus(t *testing.T) {
 		{"refused", corev1.ContainerStatus{State: corev1.ContainerState{Terminated: refused}}, v1.ReasonPolicyNotEnforced},
 		{"retried after a refusal", corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}, LastTerminationState: corev1.ContainerState{Terminated: refused}}, v1.ReasonPolicyNotEnforced},
 		{"backing off after a refusal", corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}, LastTerminationState: corev1.ContainerState{Terminated: refused}}, v1.ReasonPolicyNotEnforced},
-		{"passed on a retry", corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}, LastTerminationState: corev1.ContainerState{Terminated: refused}}, v1.ReasonPodStarting},
+		{"passed on a retry", corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, FinishedAt: metav1.Now()}}, LastTerminationState: corev1.ContainerState{Terminated: refused}}, v1.ReasonPodStarting},
 		{"waiting", corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}, v1.ReasonPodStarting},
 	}
+	// Long after scheduling, with an old warning of the node's: the gate's
+	// own 30 s decide, not NotTransient.
+	now := time.Now()
+	scheduled := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(now.Add(-2 * v1.NotTransient))}
+	word := &environment.NodeWord{From: "kubelet", Last: now.Add(-v1.NotTransient), Reason: "MissingClusterDNS", Message: "kubelet does not have ClusterDNS IP configured"}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.status.Name = environment.GateName
-			pod := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{tc.status}}}
-			_, _, reason, message := phaseOf(observed{desired: v1.SandboxRunning, pod: pod})
+			pod := podWith(scheduled)
+			pod.Status.InitContainerStatuses = []corev1.ContainerStatus{tc.status}
+			_, _, reason, message := phaseOf(observed{desired: v1.SandboxRunning, pod: pod, now: now, nodeWord: word})
 			if reason != tc.reason {
 				t.Fatalf("reason %s (%q), want %s", reason, message, tc.reason)
 			}

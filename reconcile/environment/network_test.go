@@ -1,0 +1,47 @@
+package environment
+
+import (
+	"net/netip"
+	"testing"
+
+	"k8s.io/utils/ptr"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+)
+
+func TestEgressAllowsReadsThePolicyAsTheEnforcerWould(t *testing.T) {
+	port := func(p int32) v1.NetworkPort { return v1.NetworkPort{Port: p} }
+	udp := v1.NetworkPort{Port: 53, Protocol: "UDP"}
+	network := v1.Network{Egress: []v1.EgressRule{
+		{CIDR: "0.0.0.0/0", Ports: []v1.NetworkPort{port(443)}},
+		{CIDR: "10.244.0.1/32", Ports: []v1.NetworkPort{{Port: 8000, EndPort: ptr.To[int32](8100)}}},
+		{CIDR: "140.82.112.0/20", Except: []string{"140.82.112.5/32"}},
+		{CIDR: "192.0.2.0/24", Ports: []v1.NetworkPort{udp}},
+		{CIDR: "::/0", Ports: []v1.NetworkPort{port(443)}},
+	}}
+	cases := []struct {
+		address string
+		want    bool
+	}{
+		{"93.184.216.34:443", true},      // the broad rule
+		{"93.184.216.34:80", false},      // not its port
+		{"169.254.169.254:443", false},   // metadata: excepted from the broad rule
+		{"10.96.0.1:443", false},         // the service range: excepted
+		{"10.244.0.1:8050", true},        // named exactly, in the port range
+		{"10.244.0.1:10250", false},      // named, not that port
+		{"140.82.112.9:22", true},        // all ports
+		{"140.82.112.5:22", false},       // its own exception
+		{"192.0.2.1:53", false},          // UDP only
+		{"[2606:4700::1]:443", true},     // IPv6 broad rule
+		{"[fe80::1%eth0]:443", false},    // link-local: excepted
+		{"[::ffff:10.0.0.1]:443", false}, // IPv4-mapped: the IPv4 rules decide
+	}
+	for _, tc := range cases {
+		if got := EgressAllows(network, DefaultBlockedEgress, netip.MustParseAddrPort(tc.address)); got != tc.want {
+			t.Errorf("EgressAllows(%s) = %v, want %v", tc.address, got, tc.want)
+		}
+	}
+	if EgressAllows(v1.Network{}, DefaultBlockedEgress, netip.MustParseAddrPort("93.184.216.34:443")) {
+		t.Error("a template without egress rules allows an address")
+	}
+}
