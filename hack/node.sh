@@ -192,19 +192,7 @@ network_up() {
 		ip link add "${bridge}" type bridge
 		ip addr add "${node_ip}/24" dev "${bridge}"
 	fi
-	# No IPv6 on the node's pod network, at three layers: the bridge has
-	# no address (so no link-local one to reach the node by), every pod's
-	# network namespace has IPv6 off (the CNI's tuning plugin below), and
-	# any IPv6 packet from the bridge, to another pod (bridged, which
-	# bridge netfilter hands to ip6tables) or to the node, is dropped.
-	# NetworkPolicy here (kube-router) is IPv4 only: a dual-stack cluster
-	# needs a CNI that enforces it for both families.
-	sysctl -qw "net.ipv6.conf.${bridge}.disable_ipv6=1" net.bridge.bridge-nf-call-ip6tables=1
-	local chain
-	for chain in INPUT FORWARD; do
-		# shellcheck disable=SC2046 # the rule is a list of words
-		ip6tables -C $(no_ipv6_rule "${chain}") 2>/dev/null || ip6tables -I $(no_ipv6_rule "${chain}")
-	done
+	ipv6 closed
 	ip link set "${bridge}" up
 	local out
 	out="$(uplink)"
@@ -214,6 +202,49 @@ network_up() {
 		iptables -C $(guard_rule "${out}") 2>/dev/null || iptables -I $(guard_rule "${out}")
 	fi
 	sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
+}
+
+# ipv6 closed: no IPv6 on the node's pod network, at three layers: the
+# bridge has no address (so no link-local one to reach the node by), every
+# pod's network namespace has IPv6 off (the CNI's tuning plugin, see
+# cni_config), and any IPv6 packet from the bridge, to another pod (bridged,
+# which bridge netfilter hands to ip6tables) or to the node, is dropped.
+# NetworkPolicy here (kube-router) is IPv4 only: a dual-stack cluster needs
+# a CNI that enforces it for both families.
+#
+# ipv6 open undoes all three for the pods started after it, as the node was
+# before: for the test that proves the isolation check finds it.
+ipv6() {
+	local chain
+	case "$1" in
+	closed)
+		sysctl -qw "net.ipv6.conf.${bridge}.disable_ipv6=1" net.bridge.bridge-nf-call-ip6tables=1
+		for chain in INPUT FORWARD; do
+			# shellcheck disable=SC2046 # the rule is a list of words
+			ip6tables -C $(no_ipv6_rule "${chain}") 2>/dev/null || ip6tables -I $(no_ipv6_rule "${chain}")
+		done
+		;;
+	open)
+		sysctl -qw "net.ipv6.conf.${bridge}.disable_ipv6=0"
+		for chain in INPUT FORWARD; do
+			# shellcheck disable=SC2046 # the rule is a list of words
+			while ip6tables -D $(no_ipv6_rule "${chain}") 2>/dev/null; do :; done
+		done
+		;;
+	esac
+	cni_config "$1"
+}
+
+# cni_config writes the pods' network configuration: a bridge, host-local
+# addresses, and, unless IPv6 is open, the tuning plugin turning IPv6 off.
+cni_config() {
+	local tuning=''
+	if [[ "$1" == closed ]]; then
+		tuning=',
+    {"type": "tuning", "sysctl": {
+      "net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1", "net.ipv6.conf.lo.disable_ipv6": "1"
+    }}'
+	fi
 	mkdir -p "${dir}/cni"
 	cat >"${dir}/cni/10-agentsandbox.conflist" <<JSON
 {
@@ -228,10 +259,7 @@ network_up() {
         "routes": [{"dst": "0.0.0.0/0"}]
       }
     },
-    {"type": "portmap", "capabilities": {"portMappings": true}},
-    {"type": "tuning", "sysctl": {
-      "net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1", "net.ipv6.conf.lo.disable_ipv6": "1"
-    }}
+    {"type": "portmap", "capabilities": {"portMappings": true}}${tuning}
   ]
 }
 JSON
@@ -614,6 +642,8 @@ up() {
 		kubelet_up
 		kube_router_up
 	fi
+	# A test that opened IPv6 and did not live to close it.
+	ipv6 closed
 	# cluster.sh up adds the kwok gvisor nodes back each time.
 	if [[ "${role}" == demo ]]; then
 		kubectl delete node -l agentsandbox.dev/node-group=gvisor,type=kwok --wait=false >/dev/null
@@ -739,8 +769,18 @@ enforcer)
 		;;
 	esac
 	;;
+ipv6)
+	# For tests that prove the isolation check finds IPv6 open.
+	case "${2:-}" in
+	open | closed) ipv6 "$2" ;;
+	*)
+		echo "usage: $0 ipv6 open|closed" >&2
+		exit 2
+		;;
+	esac
+	;;
 *)
-	echo "usage: $0 check|up [--demo]|down|status|enforcer stop|start" >&2
+	echo "usage: $0 check|up [--demo]|down|status|enforcer stop|start|ipv6 open|closed" >&2
 	exit 2
 	;;
 esac

@@ -33,8 +33,10 @@ import (
 
 // Options say what to check and how.
 type Options struct {
-	// Template is the SandboxTemplate whose sandboxes are attacked.
-	Template string
+	// Template is the SandboxTemplate whose sandboxes are attacked; or
+	// Pool, a WarmPool whose members are claimed (warm, as agents get
+	// them) and whose template is judged.
+	Template, Pool string
 	// Unreachable are more destinations (host:port) the sandboxes must not
 	// reach: a database of the platform, a node-local service.
 	Unreachable []string
@@ -81,7 +83,7 @@ func Run(ctx context.Context, sdk *sandboxclient.Client, reader client.Reader, o
 	if err := c.start(ctx); err != nil {
 		return nil, err
 	}
-	report := &Report{Template: opts.Template, Runtime: c.runtime(), Sandboxes: []string{c.a.name, c.b.name}}
+	report := &Report{Template: c.opts.Template, Pool: c.opts.Pool, Runtime: c.runtime(), Sandboxes: []string{c.a.name, c.b.name}}
 	rows, err := c.probe(ctx)
 	report.Rows = rows
 	return report, err
@@ -108,6 +110,16 @@ type sandbox struct {
 }
 
 func (c *check) readTemplate(ctx context.Context, reader client.Reader) error {
+	if (c.opts.Template == "") == (c.opts.Pool == "") {
+		return errors.New("name exactly one of a template and a warm pool")
+	}
+	if c.opts.Pool != "" {
+		pool := &v1.WarmPool{}
+		if err := reader.Get(ctx, client.ObjectKey{Name: c.opts.Pool}, pool); err != nil {
+			return fmt.Errorf("reading warm pool %s: %w", c.opts.Pool, err)
+		}
+		c.opts.Template = pool.Spec.TemplateRef.Name
+	}
 	c.template = &v1.SandboxTemplate{}
 	if err := reader.Get(ctx, client.ObjectKey{Name: c.opts.Template}, c.template); err != nil {
 		return fmt.Errorf("reading template %s: %w", c.opts.Template, err)
@@ -122,6 +134,14 @@ func (c *check) readTemplate(ctx context.Context, reader client.Reader) error {
 	return nil
 }
 
+// source is where the check's sandboxes come from.
+func (c *check) source() string {
+	if c.opts.Pool != "" {
+		return "warm pool " + c.opts.Pool
+	}
+	return "template " + c.opts.Template
+}
+
 func (c *check) runtime() string {
 	if c.handler == "" {
 		return "the cluster's default runtime"
@@ -131,7 +151,7 @@ func (c *check) runtime() string {
 
 // start claims the two sandboxes at once and copies the probe into both.
 func (c *check) start(ctx context.Context) error {
-	c.opts.Progress(fmt.Sprintf("starting two sandboxes from template %s", c.opts.Template))
+	c.opts.Progress("starting two sandboxes from " + c.source())
 	boxes := make([]*sandbox, 2)
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
@@ -151,19 +171,21 @@ func (c *check) start(ctx context.Context) error {
 }
 
 func (c *check) startOne(ctx context.Context) (*sandbox, error) {
-	sbx, err := c.sdk.Claim(ctx, sandboxclient.ClaimOptions{
-		Template: c.opts.Template, Wait: c.opts.ReadyTimeout,
-		Progress: func(p sandboxclient.Progress) {
-			c.opts.Progress(fmt.Sprintf("sandbox %s: %s %s", p.Name, orRequested(p.Phase), p.Message))
-		},
-	})
+	claim := sandboxclient.ClaimOptions{Template: c.opts.Template, Wait: c.opts.ReadyTimeout}
+	if c.opts.Pool != "" {
+		claim = sandboxclient.ClaimOptions{Pool: c.opts.Pool, Wait: c.opts.ReadyTimeout}
+	}
+	claim.Progress = func(p sandboxclient.Progress) {
+		c.opts.Progress(fmt.Sprintf("sandbox %s: %s %s", p.Name, orRequested(p.Phase), p.Message))
+	}
+	sbx, err := c.sdk.Claim(ctx, claim)
 	if sbx != nil {
 		c.mu.Lock()
 		c.made = append(c.made, sbx.Name)
 		c.mu.Unlock()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("a sandbox of template %s did not start: %w", c.opts.Template, err)
+		return nil, fmt.Errorf("a sandbox of %s did not start: %w", c.source(), err)
 	}
 	s := &sandbox{name: sbx.Name}
 	return s, c.copyProbe(ctx, s)

@@ -37,6 +37,9 @@ func TestAnAllowedDestinationIsANoteAndADeniedOneThatAnswersEscaped(t *testing.T
 			t.Errorf("%s %s: %s, want %s", tc.reach.Address, tc.reach.Result, got.Result, tc.want)
 		}
 	}
+	if row := c.reachRow("v6", probe.Reach{Address: "[fe80::1%eth0]:47123", Result: probe.Open}); row.Fix != ipv6Fix {
+		t.Errorf("an IPv6 escape says to fix %q", row.Fix)
+	}
 	ports := c.portsRow("node", []probe.Reach{{Address: "10.244.0.1:9100", Result: probe.Open}, {Address: "10.244.0.1:22", Result: probe.Refused}})
 	if ports.Result != Held {
 		t.Errorf("a node port the template names answered, another refused: %+v, want held", ports)

@@ -151,7 +151,7 @@ func (c *check) networkRows(ctx context.Context, node string) ([]Row, error) {
 		return nil, err
 	}
 	var scan probe.ScanResult
-	scanErr := c.runJSON(ctx, c.a, &scan, "scan", "--timeout=1s", node, itoa(nodePortFirst), itoa(nodePortLast))
+	scanErr := c.runJSON(ctx, c.a, &scan, "scan", "--timeout=500ms", node, itoa(nodePortFirst), itoa(nodePortLast))
 	accepted, err := listener.stop()
 	if err != nil {
 		return nil, err
@@ -204,8 +204,16 @@ func (c *check) reachRow(name string, r probe.Reach) Row {
 	if c.allowed(r.Address) {
 		return Row{Probe: name, Expected: "open (the template allows it)", Observed: observed, Result: Note}
 	}
-	return judge(name, "blocked", observed, r.Result != probe.Open, denyFix)
+	fix := denyFix
+	if ap, err := netip.ParseAddrPort(r.Address); err == nil && ap.Addr().Is6() {
+		fix = ipv6Fix
+	}
+	return judge(name, "blocked", observed, r.Result != probe.Open, fix)
 }
+
+// ipv6Fix is what to fix for an IPv6 destination that answered.
+const ipv6Fix = "the pods have IPv6 that the NetworkPolicy enforcer does not police: give them no IPv6 " +
+	"(the CNI's tuning plugin with net.ipv6.conf.all.disable_ipv6=1) or use an enforcer of both families"
 
 // denyFix is what to fix for a destination the policy denies but that
 // answered.

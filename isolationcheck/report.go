@@ -35,7 +35,9 @@ type Row struct {
 
 // Report is the check's outcome.
 type Report struct {
-	Template  string   `json:"template"`
+	Template string `json:"template"`
+	// Pool is the warm pool the sandboxes were claimed from, if any.
+	Pool      string   `json:"pool,omitempty"`
 	Runtime   string   `json:"runtime"`
 	Sandboxes []string `json:"sandboxes"`
 	Rows      []Row    `json:"rows"`
@@ -44,7 +46,11 @@ type Report struct {
 // Print writes the report as a table, then one line of what to fix for
 // each row that failed, and a summary.
 func (r *Report) Print(w io.Writer) error {
-	fmt.Fprintf(w, "isolation of template %s (%s), from inside sandboxes %v:\n\n", r.Template, r.Runtime, r.Sandboxes)
+	source := "template " + r.Template
+	if r.Pool != "" {
+		source = fmt.Sprintf("warm pool %s (template %s)", r.Pool, r.Template)
+	}
+	fmt.Fprintf(w, "isolation of %s, %s, from inside sandboxes %v:\n\n", source, r.Runtime, r.Sandboxes)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROBE\tEXPECTED\tOBSERVED\tRESULT")
 	for _, row := range r.Rows {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -57,15 +58,13 @@ func (e *buildError) Error() string {
 
 // runCheck runs the isolation check on tpl, with the shared targets as
 // more destinations it must not reach, and logs its table.
-func (e env) runCheck(t *testing.T, tpl *v1.SandboxTemplate, to targets, maxProcesses int) (*isolationcheck.Report, error) {
+func (e env) runCheck(t *testing.T, opts isolationcheck.Options, to targets) (*isolationcheck.Report, error) {
 	t.Helper()
-	report, err := isolationcheck.Run(context.Background(), e.sdk, e.c, isolationcheck.Options{
-		Template:     tpl.Name,
-		Unreachable:  []string{hostOf(to.server) + ":8080", to.nodePort, to.serviceRange},
-		MaxProcesses: maxProcesses,
-		Probe:        probeBinary(t),
-		Progress:     func(step string) { t.Log(step) },
-	})
+	opts.Unreachable = []string{hostOf(to.server) + ":8080", to.nodePort, to.serviceRange}
+	opts.Probe = probeBinary(t)
+	start := time.Now()
+	opts.Progress = func(step string) { t.Logf("%s [%s]", step, time.Since(start).Round(100*time.Millisecond)) }
+	report, err := isolationcheck.Run(context.Background(), e.sdk, e.c, opts)
 	if report != nil {
 		var table bytes.Buffer
 		_ = report.Print(&table)
@@ -76,8 +75,15 @@ func (e env) runCheck(t *testing.T, tpl *v1.SandboxTemplate, to targets, maxProc
 
 // checkIsolationCheck: on the node as hack/node.sh makes it, the check
 // finds every probe held.
+//
+// Under gVisor it claims warm members of a pool, as agents get them; under
+// runc it starts sandboxes from the template.
 func (e env) checkIsolationCheck(t *testing.T, pool *v1.NodePool, to targets, handler string) {
-	report, err := e.runCheck(t, e.template(t, pool, nil), to, 0)
+	opts := isolationcheck.Options{Template: e.template(t, pool, nil).Name}
+	if handler == realnode.GVisorHandler {
+		opts = isolationcheck.Options{Pool: e.warmPool(t, opts.Template, 2).Name}
+	}
+	report, err := e.runCheck(t, opts, to)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,10 +117,10 @@ func (e env) checkIsolationCheck(t *testing.T, pool *v1.NodePool, to targets, ha
 }
 
 // TestIsolationCheckFindsEscapes: with the node's NetworkPolicy enforcer
-// stopped, a template that lets the sandbox start without the gate (its
-// egress names the kubelet's port) and workspaces on plain directories,
-// the check reports each of those as an escape; with the gate, the
-// sandboxes do not start at all, and the check says why.
+// stopped and its pods' IPv6 open, a template that lets the sandbox start
+// without the gate (its egress names the kubelet's port) and workspaces on
+// plain directories, the check reports each of those as an escape; with
+// the gate, the sandboxes do not start at all, and the check says why.
 func TestIsolationCheckFindsEscapes(t *testing.T) {
 	e := requireNode(t)
 	to := e.sharedTargets(t)
@@ -127,13 +133,14 @@ func TestIsolationCheckFindsEscapes(t *testing.T) {
 		s.Workspace.Size = ptr.To(resource.MustParse(realnode.SmallVolume))
 	})
 	stopEnforcer(t)
+	nodeToggle(t, "ipv6", "open", "closed")
 
-	report, err := e.runCheck(t, holes, to, realnode.PodPidsLimit/2)
+	report, err := e.runCheck(t, isolationcheck.Options{Template: holes.Name, MaxProcesses: realnode.PodPidsLimit / 2}, to)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, probe := range []string{
-		"the node's kubelet", "another sandbox over IPv4", "--unreachable " + to.nodePort, "--unreachable " + to.serviceRange,
+		"the node's kubelet", "another sandbox over IPv4", "another sandbox over IPv6", "--unreachable " + to.nodePort, "--unreachable " + to.serviceRange,
 		"--unreachable " + hostOf(to.server), "the node's NodePort range", "egress gate", "start-up window",
 		"workspace size", "process limit", "connections the other sandbox accepted",
 	} {
@@ -145,7 +152,7 @@ func TestIsolationCheckFindsEscapes(t *testing.T) {
 		t.Errorf("the NodePort range row does not name the open port 30080: %q", row.Observed)
 	}
 
-	_, err = e.runCheck(t, gated, to, 0)
+	_, err = e.runCheck(t, isolationcheck.Options{Template: gated.Name}, to)
 	if err == nil || !strings.Contains(err.Error(), "PolicyNotEnforced") {
 		t.Errorf("with the enforcer stopped, the check of a gated template returned %v; want its sandboxes refused with PolicyNotEnforced", err)
 	}
@@ -162,15 +169,20 @@ func findRow(r *isolationcheck.Report, prefix string) (isolationcheck.Row, bool)
 
 // stopEnforcer stops the node's kube-router until the test ends. Its rules
 // stay; pods started meanwhile are in none of them.
-func stopEnforcer(t *testing.T) {
+func stopEnforcer(t *testing.T) { nodeToggle(t, "enforcer", "stop", "start") }
+
+// nodeToggle runs hack/node.sh what set now and hack/node.sh what reset
+// when the test ends (ipv6 open: pods started meanwhile get link-local
+// IPv6 addresses that nothing filters, as on the node before).
+func nodeToggle(t *testing.T, what, set, reset string) {
 	t.Helper()
 	node := func(action string) {
-		if out, err := exec.Command("../hack/node.sh", "enforcer", action).CombinedOutput(); err != nil {
-			t.Fatalf("hack/node.sh enforcer %s: %v: %s", action, err, out)
+		if out, err := exec.Command("../hack/node.sh", what, action).CombinedOutput(); err != nil {
+			t.Fatalf("hack/node.sh %s %s: %v: %s", what, action, err, out)
 		}
 	}
-	node("stop")
-	t.Cleanup(func() { node("start") })
+	node(set)
+	t.Cleanup(func() { node(reset) })
 }
 
 // plainVolumes makes n persistent volumes of SmallVolume that are plain

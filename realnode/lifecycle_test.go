@@ -22,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/portforward"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
@@ -135,21 +134,7 @@ func (e env) checkMemoryLimit(t *testing.T, pool *v1.NodePool) {
 // code in it at once, then runs a Python snippet with `agentsandbox run`.
 func (e env) checkWarmClaim(t *testing.T, tpl *v1.SandboxTemplate) {
 	ctx := context.Background()
-	pool := &v1.WarmPool{
-		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("real-warm")},
-		Spec:       v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: tpl.Name}, Replicas: ptr.To[int32](1)},
-	}
-	if err := e.c.Create(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.c.Delete(context.Background(), pool) })
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, waitReady, true, func(ctx context.Context) (bool, error) {
-		err := e.c.Get(ctx, client.ObjectKeyFromObject(pool), pool)
-		return err == nil && pool.Status.ReadyReplicas >= 1, err
-	})
-	if err != nil {
-		t.Fatalf("warm pool %s never had a Ready member: %v", pool.Name, err)
-	}
+	pool := e.warmPool(t, tpl.Name, 1)
 	sbx, err := e.sdk.Claim(ctx, sandboxclient.ClaimOptions{Pool: pool.Name, Wait: waitReady})
 	if err != nil {
 		t.Fatal(err)

@@ -164,6 +164,29 @@ func (e env) template(t testing.TB, pool *v1.NodePool, mutate func(*v1.SandboxTe
 	return tpl
 }
 
+// warmPool makes a warm pool of replicas members of template and waits
+// until they are Ready; the cleanup deletes it.
+func (e env) warmPool(t testing.TB, template string, replicas int32) *v1.WarmPool {
+	t.Helper()
+	ctx := context.Background()
+	pool := &v1.WarmPool{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("real-warm")},
+		Spec:       v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: template}, Replicas: ptr.To(replicas)},
+	}
+	if err := e.c.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.c.Delete(context.Background(), pool) })
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, waitReady, true, func(ctx context.Context) (bool, error) {
+		err := e.c.Get(ctx, client.ObjectKeyFromObject(pool), pool)
+		return err == nil && pool.Status.ReadyReplicas >= replicas, err
+	})
+	if err != nil {
+		t.Fatalf("warm pool %s never had %d Ready members: %v", pool.Name, replicas, err)
+	}
+	return pool
+}
+
 // started is a sandbox Ready on the real node, with its pod as it runs.
 type started struct {
 	*v1.Sandbox

@@ -9,14 +9,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/realnode"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
@@ -53,21 +50,7 @@ func (e env) checkStartWindow(t *testing.T, pool *v1.NodePool, to targets) {
 		s.Command = append([]string{"python3", "-c", startProbe}, denied...)
 	})
 	cold := e.sandboxes(t, tpl)[0]
-	warmPool := &v1.WarmPool{
-		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("real-gate")},
-		Spec:       v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: tpl.Name}, Replicas: ptr.To[int32](1)},
-	}
-	if err := e.c.Create(ctx, warmPool); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.c.Delete(context.Background(), warmPool) })
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, waitReady, true, func(ctx context.Context) (bool, error) {
-		err := e.c.Get(ctx, client.ObjectKeyFromObject(warmPool), warmPool)
-		return err == nil && warmPool.Status.ReadyReplicas >= 1, err
-	})
-	if err != nil {
-		t.Fatalf("warm pool %s never had a Ready member: %v", warmPool.Name, err)
-	}
+	warmPool := e.warmPool(t, tpl.Name, 1)
 	warm, err := e.sdk.Claim(ctx, sandboxclient.ClaimOptions{Pool: warmPool.Name, Wait: waitReady})
 	if err != nil {
 		t.Fatal(err)

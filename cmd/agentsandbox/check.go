@@ -32,9 +32,10 @@ func newCheckIsolationCommand() *cobra.Command {
 	var opts isolationcheck.Options
 	var probePath, output string
 	cmd := &cobra.Command{
-		Use:   "isolation --template TEMPLATE",
+		Use:   "isolation (--template TEMPLATE | --pool POOL)",
 		Short: "Attack a template's sandboxes from inside and print what held; exits 1 on any escape",
-		Long: `Starts two sandboxes from the template with your own rights, copies a probe
+		Long: `Starts two sandboxes from the template (or claims two members of the warm
+pool, warm as agents get them) with your own rights, copies a probe
 into them and attacks from inside, as code run there would: the node, its
 kubelet, its other ports and NodePort range, the cloud metadata address,
 the API server, the other sandbox over IPv4 and IPv6, the moment a sandbox
@@ -100,13 +101,15 @@ must be built for the nodes' architecture (CGO_ENABLED=0 GOOS=linux).`,
 	}
 	conn.register(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&opts.Template, "template", "", "the SandboxTemplate whose sandboxes to attack (required)")
+	fl.StringVar(&opts.Template, "template", "", "the SandboxTemplate whose sandboxes to attack")
+	fl.StringVar(&opts.Pool, "pool", "", "or the WarmPool whose members to claim and attack")
 	fl.StringArrayVar(&opts.Unreachable, "unreachable", nil, "a HOST:PORT the sandboxes must not reach, say a database of yours (repeatable)")
 	fl.IntVar(&opts.MaxProcesses, "max-processes", isolationcheck.DefaultMaxProcesses, "how many processes a sandbox may start before its process limit counts as missing")
 	fl.DurationVar(&opts.ReadyTimeout, "ready-timeout", 5*time.Minute, "how long each sandbox may take to be Ready")
 	fl.StringVar(&probePath, "probe", "", "the "+probeCommand+" binary to copy into the sandboxes (default: beside this binary, else on PATH)")
 	fl.StringVarP(&output, "output", "o", "table", "table or json")
-	_ = cmd.MarkFlagRequired("template")
+	cmd.MarkFlagsOneRequired("template", "pool")
+	cmd.MarkFlagsMutuallyExclusive("template", "pool")
 	return cmd
 }
 

@@ -30,7 +30,9 @@ func TestCheckIsolationSaysWhyItCannotRun(t *testing.T) {
 		{[]string{"check", "isolation", "--template", "python"}, "no sandbox-gate binary beside this one or on PATH"},
 		{[]string{"check", "isolation", "--template", "python", "--probe", notELF}, "not a Linux executable"},
 		{[]string{"check", "isolation", "--template", "no-such-template", "--probe", self}, `reading template no-such-template: sandboxtemplates.agentsandbox.dev "no-such-template" not found`},
-		{[]string{"check", "isolation", "--probe", self}, `required flag(s) "template" not set`},
+		{[]string{"check", "isolation", "--probe", self}, `at least one of the flags in the group [template pool] is required`},
+		{[]string{"check", "isolation", "--template", "a", "--pool", "b", "--probe", self}, `if any flags in the group [template pool] are set none of the others can be`},
+		{[]string{"check", "isolation", "--pool", "no-such-pool", "--probe", self}, `reading warm pool no-such-pool: warmpools.agentsandbox.dev "no-such-pool" not found`},
 		{[]string{"check", "isolation", "--template", "python", "--probe", self, "-o", "yaml"}, `-o "yaml": want table or json`},
 	}
 	for _, tc := range cases {

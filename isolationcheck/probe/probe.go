@@ -279,7 +279,7 @@ func dial(address string, timeout time.Duration) Reach {
 }
 
 // scanParallel is how many ports a scan tries at once.
-const scanParallel = 128
+const scanParallel = 256
 
 // Scan tries every port from first to last on host.
 func Scan(host string, first, last int, timeout time.Duration) ScanResult {
