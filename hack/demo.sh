@@ -11,7 +11,7 @@
 # gVisor and show its egress blocked, and take the README's tour as alice
 # (run, cp, exec: DEMO_TOUR_RUNS times, default 1), with the rights an admin
 # gives a developer (agentsandbox-user, bound to the demo's users here),
-# and end with the isolation check of the warm pool, as alice (all held).
+# and end with the isolation check of the template, as alice (all held).
 # The reconciler and the Git server stop when
 # the demo ends; the cluster, the objects and the OpenTofu state (in the
 # cache) stay for you to explore.
@@ -195,8 +195,12 @@ for name, host, port in [("the node'"'"'s kubelet", "10.244.0.1", 10250), ("the 
 
 	tour
 
-	log "bin/agentsandbox check isolation --as alice@example.com --pool python: attacks from inside two warm sandboxes of the pool"
-	bin/agentsandbox check isolation --as alice@example.com --pool python
+	# The node has two cores: the pool's members and alice's sandbox leave
+	# room for one more sandbox, and the check starts two and restarts one.
+	log "bin/agentsandbox check isolation --as alice@example.com --template python: attacks from inside two of the template's sandboxes"
+	bin/agentsandbox stop --wait --as alice@example.com alice-scratch
+	bin/agentsandbox check isolation --as alice@example.com --template python
+	bin/agentsandbox start --wait --as alice@example.com alice-scratch
 fi
 
 log "reconciler metrics"

@@ -684,7 +684,17 @@ down_node() {
 		# DEL, netns and mounts, as on any node.
 		kubectl delete pod -A --field-selector "spec.nodeName=${node}" --grace-period 1 --timeout 60s >/dev/null 2>&1 || true
 		kubectl delete node "${node}" --wait=false >/dev/null 2>&1 || true
-		kubectl delete pv -l agentsandbox.dev/node-volume --wait=false >/dev/null 2>&1 || true
+		# The node's volumes go with it: so do the claims bound to them,
+		# which would otherwise keep their volumes Terminating and bind the
+		# next node's namesakes to workspaces that are gone. The
+		# controllers make new claims for the sandboxes that still want one.
+		local claims claim
+		claims="$(kubectl get pv -l agentsandbox.dev/node-volume \
+			-o jsonpath='{range .items[?(@.spec.claimRef)]}{.spec.claimRef.namespace}/{.spec.claimRef.name}{" "}{end}' 2>/dev/null)" || true
+		for claim in ${claims}; do
+			kubectl delete pvc -n "${claim%%/*}" "${claim#*/}" --wait=false >/dev/null 2>&1 || true
+		done
+		kubectl delete pv -l agentsandbox.dev/node-volume --timeout 60s >/dev/null 2>&1 || true
 		kubectl delete storageclass agentsandbox-node-local --ignore-not-found >/dev/null 2>&1 || true
 	fi
 	kill_pid volume-recycler

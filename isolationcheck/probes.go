@@ -3,6 +3,7 @@ package isolationcheck
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,7 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/isolationcheck/probe"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
@@ -58,8 +62,10 @@ func (c *check) probe(ctx context.Context) ([]Row, error) {
 		return nil, err
 	}
 	rows = append(rows, network...)
-	rows = append(rows, c.startRows(ctx, pod, node)...)
+	// The stop and start last: on a busy node another pod may take the
+	// stopped sandbox's room, and nothing after it needs that sandbox.
 	rows = append(rows, c.workspaceRow(ctx), c.processesRow(ctx), c.neighbourRow(ctx))
+	rows = append(rows, c.startRows(ctx, pod, node)...)
 	return rows, nil
 }
 
@@ -92,7 +98,7 @@ func (c *check) selfRows(f probe.Facts) []Row {
 		rows = append(rows, judge("root file system", "read-only (the template's)", writableOrNot(f.RootWritable), !f.RootWritable,
 			"the template says readOnlyRootFilesystem: is a webhook changing the pod?"))
 	} else {
-		rows = append(rows, Row{Probe: "root file system", Expected: "writable (the template's)", Observed: writableOrNot(f.RootWritable), Result: Note})
+		rows = append(rows, Row{Probe: "root file system", Expected: "the template does not make it read-only", Observed: writableOrNot(f.RootWritable) + " to the sandbox's user", Result: Note})
 	}
 	kernel := "the node's (" + truncate(f.Kernel, 40) + ")"
 	isGVisor := strings.Contains(f.KernelLog, "gVisor")
@@ -338,6 +344,12 @@ func (c *check) startRows(ctx context.Context, pod *corev1.Pod, node string) []R
 	rows := []Row{c.gateRow(pod)}
 	c.opts.Progress("stopping and starting sandbox " + c.a.name + " to probe its start")
 	window, err := c.restartAndTry(ctx, kubelet)
+	var full *noRoomError
+	if errors.As(err, &full) {
+		return append(rows, Row{Probe: "start-up window", Expected: "blocked from the first attempt", Result: Note,
+			Observed: "not tried: no node had room to start sandbox " + c.a.name + " again (" + full.why + ")",
+			Fix:      "run the check when the node pool has room for one more sandbox"})
+	}
 	if err != nil {
 		return append(rows, Row{Probe: "start-up window", Expected: "blocked from the first attempt", Observed: err.Error(), Result: NotRun,
 			Fix: "see the error; the sandbox could not be stopped and started"})
@@ -384,6 +396,9 @@ func (c *check) restartAndTry(ctx context.Context, address string) (probe.Window
 		return out, err
 	}
 	if _, err := c.sdk.WaitReady(ctx, c.a.name, c.opts.ReadyTimeout, nil); err != nil {
+		if sbx, getErr := c.sdk.Get(ctx, c.a.name); getErr == nil && conditions.GetReason(sbx, v1.ReadyCondition) == v1.ReasonUnschedulable {
+			return out, &noRoomError{why: conditions.GetMessage(sbx, v1.ReadyCondition)}
+		}
 		return out, err
 	}
 	if !c.template.Spec.Workspace.Persistent {
@@ -393,6 +408,13 @@ func (c *check) restartAndTry(ctx context.Context, address string) (probe.Window
 	}
 	return out, c.runJSON(ctx, c.a, &out, "window", address, windowLength.String())
 }
+
+// noRoomError is a sandbox stopped for the start-up probe that no node
+// has room to start again: the node pool is full, which says nothing of
+// isolation.
+type noRoomError struct{ why string }
+
+func (e *noRoomError) Error() string { return "no room to start the sandbox again: " + e.why }
 
 // fillSlack is how far past its size a workspace is asked to grow.
 const fillSlack = 16 << 20

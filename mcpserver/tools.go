@@ -84,6 +84,7 @@ type runIn struct {
 	Stdin          string   `json:"stdin,omitempty" jsonschema:"text given to the command on its standard input"`
 	Workdir        string   `json:"workdir,omitempty" jsonschema:"directory to run in, e.g. src (relative to the workspace) or /tmp; the image's default when unset"`
 	TimeoutSeconds int      `json:"timeout_seconds,omitempty" jsonschema:"stop waiting for the command after this many seconds (default 300)"`
+	OutputEncoding string   `json:"output_encoding,omitempty" jsonschema:"text (default) or base64: how stdout and stderr are returned; output that is not UTF-8 text comes as base64 whatever this says"`
 }
 
 // CommandResult is what a command did.
@@ -93,8 +94,12 @@ type CommandResult struct {
 	Stderr        string `json:"stderr"`
 	StdoutDropped int64  `json:"stdout_dropped" jsonschema:"bytes of stdout beyond the output limit, not returned"`
 	StderrDropped int64  `json:"stderr_dropped" jsonschema:"bytes of stderr beyond the output limit, not returned"`
-	TimedOut      bool   `json:"timed_out"`
-	Note          string `json:"note,omitempty" jsonschema:"what the result does not say by itself: a command waited out may still be running"`
+	// StdoutEncoding and StderrEncoding are base64 when the stream is
+	// returned so, absent for text.
+	StdoutEncoding string `json:"stdout_encoding,omitempty" jsonschema:"base64 when stdout is returned as base64 (asked for, or not UTF-8 text); absent for text"`
+	StderrEncoding string `json:"stderr_encoding,omitempty" jsonschema:"base64 when stderr is returned as base64 (asked for, or not UTF-8 text); absent for text"`
+	TimedOut       bool   `json:"timed_out"`
+	Note           string `json:"note,omitempty" jsonschema:"what the result does not say by itself: a command waited out may still be running"`
 }
 
 // encodings a file's content may be given or returned in.
@@ -156,6 +161,7 @@ type runOnceIn struct {
 	Stdin          string   `json:"stdin,omitempty" jsonschema:"text given to the command on its standard input"`
 	Workdir        string   `json:"workdir,omitempty" jsonschema:"directory to run in, relative to the workspace or absolute; the image's default when unset"`
 	TimeoutSeconds int      `json:"timeout_seconds,omitempty" jsonschema:"stop the command after this many seconds (default 300)"`
+	OutputEncoding string   `json:"output_encoding,omitempty" jsonschema:"text (default) or base64: how stdout and stderr are returned; output that is not UTF-8 text comes as base64 whatever this says"`
 }
 
 type runOnceOut struct {
@@ -263,6 +269,9 @@ func (t *tools) run(ctx context.Context, in runIn) (CommandResult, error) {
 	if len(in.Command) == 0 || in.Command[0] == "" {
 		return CommandResult{}, errors.New("command is empty: give the program and its arguments, e.g. [\"python3\", \"main.py\"]")
 	}
+	if err := checkEncoding(in.OutputEncoding); err != nil {
+		return CommandResult{}, fmt.Errorf("output_encoding: %w", err)
+	}
 	timeout := defaultCommandTimeout
 	if in.TimeoutSeconds > 0 {
 		timeout = time.Duration(in.TimeoutSeconds) * time.Second
@@ -287,8 +296,12 @@ func (t *tools) run(ctx context.Context, in runIn) (CommandResult, error) {
 		opts.Stdin = strings.NewReader(in.Stdin)
 	}
 	code, err := t.sdk.Exec(ctx, in.Sandbox, opts)
-	out, errOut := stdout.text(), stderr.text() // before the counts: a cut character is counted
-	res := CommandResult{ExitCode: code, Stdout: out, Stderr: errOut, StdoutDropped: stdout.dropped, StderrDropped: stderr.dropped}
+	asked := in.OutputEncoding == encodingBase64
+	res := CommandResult{ExitCode: code}
+	// Encoded before the counts are read: a cut character is counted.
+	res.Stdout, res.StdoutEncoding = stdout.encoded(asked)
+	res.Stderr, res.StderrEncoding = stderr.encoded(asked)
+	res.StdoutDropped, res.StderrDropped = stdout.dropped, stderr.dropped
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 		res.ExitCode, res.TimedOut = -1, true
 		res.Note = fmt.Sprintf("stopped waiting after %s; the command may still be running in the sandbox "+
@@ -430,7 +443,7 @@ func (t *tools) runOnce(ctx context.Context, _ *mcp.CallToolRequest, in runOnceI
 		}
 	}
 	out.CommandResult, err = t.run(ctx, runIn{Sandbox: sbx.Name, Command: in.Command, Stdin: in.Stdin,
-		Workdir: in.Workdir, TimeoutSeconds: in.TimeoutSeconds})
+		Workdir: in.Workdir, TimeoutSeconds: in.TimeoutSeconds, OutputEncoding: in.OutputEncoding})
 	return nil, out, err
 }
 
@@ -491,19 +504,35 @@ func (c *capped) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// encoded is what was kept, as text, or as base64 (and encodingBase64)
+// when asked for or when it is not UTF-8 text.
+func (c *capped) encoded(base64Asked bool) (string, string) {
+	if base64Asked || !utf8.Valid(c.trimmed()) {
+		return base64.StdEncoding.EncodeToString(c.buf.Bytes()), encodingBase64
+	}
+	return c.text(), ""
+}
+
+// trimmed is what was kept without a character the cap cut in two.
+func (c *capped) trimmed() []byte {
+	kept := c.buf.Bytes()
+	if c.dropped == 0 {
+		return kept
+	}
+	start := len(kept) - 1
+	for start > 0 && len(kept)-start < utf8.UTFMax && !utf8.RuneStart(kept[start]) {
+		start--
+	}
+	if start >= 0 && utf8.RuneStart(kept[start]) && !utf8.FullRune(kept[start:]) {
+		return kept[:start]
+	}
+	return kept
+}
+
 // text is what was kept; when the cap cut a UTF-8 character in two, its
 // first bytes are dropped too (and counted), so the text stays valid.
 func (c *capped) text() string {
-	kept := c.buf.Bytes()
-	if c.dropped > 0 {
-		start := len(kept) - 1
-		for start > 0 && len(kept)-start < utf8.UTFMax && !utf8.RuneStart(kept[start]) {
-			start--
-		}
-		if start >= 0 && utf8.RuneStart(kept[start]) && !utf8.FullRune(kept[start:]) {
-			c.dropped += int64(len(kept) - start)
-			kept = kept[:start]
-		}
-	}
+	kept := c.trimmed()
+	c.dropped += int64(c.buf.Len() - len(kept))
 	return string(kept)
 }

@@ -45,6 +45,33 @@ func TestCappedNeverCutsACharacter(t *testing.T) {
 	}
 }
 
+// Output that is not UTF-8 text, or asked for as base64, comes as base64
+// of every byte kept; text stays text.
+func TestCappedEncodesBinaryAsBase64(t *testing.T) {
+	for _, tc := range []struct {
+		limit    int
+		in       string
+		asked    bool
+		want     string
+		encoding string
+		dropped  int64
+	}{
+		{8, "\x00\xff\xfe", false, "AP/+", encodingBase64, 0}, // not UTF-8
+		{8, "hi", true, "aGk=", encodingBase64, 0},            // asked for
+		{8, "hi", false, "hi", "", 0},                         // text
+		{4, "abcé", false, "abc", "", 2},                      // a cut character is text, trimmed
+		{4, "abcé", true, "YWJjww==", encodingBase64, 1},      // or every byte kept, as base64
+	} {
+		c := &capped{limit: tc.limit}
+		_, _ = c.Write([]byte(tc.in))
+		got, encoding := c.encoded(tc.asked)
+		if got != tc.want || encoding != tc.encoding || c.dropped != tc.dropped {
+			t.Errorf("%q (cap %d, base64 asked %v): %q %q dropped %d; want %q %q dropped %d",
+				tc.in, tc.limit, tc.asked, got, encoding, c.dropped, tc.want, tc.encoding, tc.dropped)
+		}
+	}
+}
+
 func TestDecodeNamesTheBadInput(t *testing.T) {
 	if got, err := decode("aGk=", encodingBase64); err != nil || string(got) != "hi" {
 		t.Errorf("base64: %q, %v", got, err)

@@ -201,6 +201,21 @@ func TestMCP(t *testing.T) {
 		if res.Stdout != strings.Repeat("x", 16) || res.StdoutDropped != 84 {
 			t.Errorf("capped output: %+v", res)
 		}
+		// Output that is not UTF-8 comes as base64, as read_file's does.
+		res = must[mcpCommandResult](t, s, "run_command", map[string]any{"sandbox": sbx.Name,
+			"command": []string{"sh", "-c", `printf '\377\376'; echo text >&2`}})
+		if res.Stdout != "//4=" || res.StdoutEncoding != "base64" || res.Stderr != "text\n" || res.StderrEncoding != "" {
+			t.Errorf("binary stdout: %+v", res)
+		}
+		res = must[mcpCommandResult](t, s, "run_command", map[string]any{"sandbox": sbx.Name,
+			"command": []string{"echo", "hi"}, "output_encoding": "base64"})
+		if res.Stdout != "aGkK" || res.StdoutEncoding != "base64" {
+			t.Errorf("base64 asked for: %+v", res)
+		}
+		if _, toolErr := call[mcpCommandResult](t, s, "run_command", map[string]any{"sandbox": sbx.Name,
+			"command": []string{"true"}, "output_encoding": "hex"}); !strings.Contains(toolErr, `output_encoding: encoding "hex": use text or base64`) {
+			t.Errorf("an unknown output encoding: %q", toolErr)
+		}
 		res = must[mcpCommandResult](t, s, "run_command", map[string]any{"sandbox": sbx.Name,
 			"command": []string{"sleep", "30"}, "timeout_seconds": 1})
 		if !res.TimedOut || res.ExitCode != -1 || !strings.Contains(res.Note, "may still be running") {
