@@ -10,8 +10,7 @@
 # its own isolated namespace, and, on the real node, run code in it under
 # gVisor and show its egress blocked, and take the README's tour as alice
 # (run, cp, exec: DEMO_TOUR_RUNS times, default 1), with the rights an admin
-# gives a developer (agentsandbox-user, bound to the demo's users here),
-# and end with the isolation check of the template, as alice (all held).
+# gives a developer (agentsandbox-user, bound to the demo's users here).
 # The reconciler and the Git server stop when
 # the demo ends; the cluster, the objects and the OpenTofu state (in the
 # cache) stay for you to explore.
@@ -194,13 +193,6 @@ for name, host, port in [("the node'"'"'s kubelet", "10.244.0.1", 10250), ("the 
 	echo "from this machine, the kubelet answers, and refuses anonymous requests: HTTP $(curl -sk -o /dev/null -w '%{http_code}' https://10.244.0.1:10250/pods)"
 
 	tour
-
-	# The node has two cores: the pool's members and alice's sandbox leave
-	# room for one more sandbox, and the check starts two and restarts one.
-	log "bin/agentsandbox check isolation --as alice@example.com --template python: attacks from inside two of the template's sandboxes"
-	bin/agentsandbox stop --wait --as alice@example.com alice-scratch
-	bin/agentsandbox check isolation --as alice@example.com --template python
-	bin/agentsandbox start --wait --as alice@example.com alice-scratch
 fi
 
 log "reconciler metrics"
