@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/echoprovider"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -116,14 +117,18 @@ func PatchOutOfBand(t *testing.T, typeName, name, mergePatch string) {
 	}
 }
 
-// DeleteOutOfBand deletes an object and waits until it is gone.
+// DeleteOutOfBand deletes an object as kubectl delete --cascade=foreground
+// would and waits until it is gone. Foreground, so what the object owned
+// (a pool's member namespaces) is gone too: a later check that a destroy
+// left nothing behind must not find this delete's stragglers.
 func DeleteOutOfBand(t *testing.T, typeName, name string) {
 	t.Helper()
 	u := Live(t, typeName, name)
 	if u == nil {
 		t.Fatalf("%s %s does not exist", typeName, name)
 	}
-	if err := testcluster.Get(t).Client.Delete(context.Background(), u); client.IgnoreNotFound(err) != nil {
+	if err := testcluster.Get(t).Client.Delete(context.Background(), u,
+		client.PropagationPolicy(metav1.DeletePropagationForeground)); client.IgnoreNotFound(err) != nil {
 		t.Fatalf("delete %s %s: %v", typeName, name, err)
 	}
 	testcluster.Eventually(t, typeName+" "+name+" gone", func() (bool, string) {
