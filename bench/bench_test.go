@@ -4,7 +4,8 @@
 //
 //	make bench     (bench/floor's ClaimWrites, then here -bench
 //	                'APICreate|WarmClaim' -benchtime 100x, then
-//	                APIThroughput 2000x, WarmPoolFill1000 and Terraform200 1x)
+//	                SequentialClaims 20x, APIThroughput 2000x,
+//	                WarmPoolFill1000 and Terraform200 1x)
 //
 // Each benchmark reports its figures (p50/p95/p99 latency in milliseconds,
 // or seconds per tofu command) as custom metrics beside the usual ns/op, so
@@ -17,6 +18,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,70 +114,80 @@ func (w *readyWatcher) expect(name string) chan *v1.Sandbox {
 	return ch
 }
 
+// claim creates a Sandbox claiming from the pool and returns it as the
+// watch first saw it Ready (nil if not within a minute) and how long that
+// took from the create.
+func (w *readyWatcher) claim(b *testing.B, pool string) (*v1.Sandbox, time.Duration) {
+	s := &v1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("claim")},
+		Spec:       v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: pool}, Owner: "bench@example.com"},
+	}
+	ready := w.expect(s.Name)
+	start := time.Now()
+	if err := testcluster.Get(b).Client.Create(context.Background(), s); err != nil {
+		b.Error(err)
+		return nil, 0
+	}
+	b.Cleanup(func() { _ = testcluster.Get(b).Client.Delete(context.Background(), s) })
+	select {
+	case got := <-ready:
+		return got, time.Since(start)
+	case <-time.After(time.Minute):
+		b.Errorf("sandbox %s not Ready within a minute", s.Name)
+		return nil, time.Since(start)
+	}
+}
+
+// fullPool creates a template and a warm pool of size and waits until
+// every member is Ready and no namespace is terminating: the namespaces of
+// an earlier run (or sub-benchmark) being deleted would load the API
+// server while the caller measures.
+func fullPool(b *testing.B, size int32) *v1.WarmPool {
+	c := testcluster.Get(b).Client
+	ctx := context.Background()
+	tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("bench")}, Spec: v1.SandboxTemplateSpec{Image: "python:3.12"}}
+	if err := c.Create(ctx, tpl); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Delete(ctx, tpl) })
+	pool := &v1.WarmPool{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("bench")},
+		Spec:       v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: tpl.Name}, Replicas: ptr.To(size)},
+	}
+	if err := c.Create(ctx, pool); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = c.Delete(ctx, pool) })
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pool), pool); err == nil && pool.Status.ReadyReplicas == size {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("pool of %d not full: %d ready", size, pool.Status.ReadyReplicas)
+		}
+	}
+	testcluster.Get(b).WaitNoTerminatingNamespaces(b)
+	return pool
+}
+
 // BenchmarkWarmClaim is a Sandbox with a warmPoolRef created → Ready seen by
 // the client's watch, against a pool large enough to serve every claim warm
 // while it refills.
 func BenchmarkWarmClaim(b *testing.B) {
-	c := testcluster.Get(b).Client
-	ctx := context.Background()
 	watcher := newReadyWatcher(b)
 	for _, clients := range []int{1, 20} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("bench")}, Spec: v1.SandboxTemplateSpec{Image: "python:3.12"}}
-			if err := c.Create(ctx, tpl); err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = c.Delete(ctx, tpl) })
-			size := int32(b.N)
-			pool := &v1.WarmPool{
-				ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("bench")},
-				Spec:       v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: tpl.Name}, Replicas: ptr.To(size)},
-			}
-			if err := c.Create(ctx, pool); err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = c.Delete(ctx, pool) })
-			for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
-				if err := c.Get(ctx, client.ObjectKeyFromObject(pool), pool); err == nil && pool.Status.ReadyReplicas == size {
-					break
-				}
-				if time.Now().After(deadline) {
-					b.Fatalf("pool of %d not full: %d ready", size, pool.Status.ReadyReplicas)
-				}
-			}
-			// The namespaces of an earlier run (or sub-benchmark) being
-			// deleted would load the API server while this one measures.
-			testcluster.Get(b).WaitNoTerminatingNamespaces(b)
-			var warm, cold sync.Map
+			pool := fullPool(b, int32(b.N))
+			var warm atomic.Int64
 			writes := reconciletest.WriteCount()
 			latency.Run(b, clients, func() time.Duration {
-				s := &v1.Sandbox{
-					ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("claim")},
-					Spec:       v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: pool.Name}, Owner: "bench@example.com"},
+				s, d := watcher.claim(b, pool.Name)
+				if s != nil && s.Status.LaunchType == v1.LaunchWarm {
+					warm.Add(1)
 				}
-				ready := watcher.expect(s.Name)
-				start := time.Now()
-				if err := c.Create(ctx, s); err != nil {
-					b.Error(err)
-					return 0
-				}
-				select {
-				case got := <-ready:
-					if got.Status.LaunchType == v1.LaunchWarm {
-						warm.Store(s.Name, true)
-					} else {
-						cold.Store(s.Name, true)
-					}
-				case <-time.After(time.Minute):
-					b.Errorf("sandbox %s not Ready within a minute", s.Name)
-				}
-				d := time.Since(start)
-				b.Cleanup(func() { _ = c.Delete(ctx, s) })
 				return d
 			})
-			n := 0
-			warm.Range(func(any, any) bool { n++; return true })
-			b.ReportMetric(float64(n)/float64(b.N), "warm-ratio")
+			b.ReportMetric(float64(warm.Load())/float64(b.N), "warm-ratio")
 			// The client's create, and the controllers' writes but the
 			// refill's (building members is the pool's cost, not the
 			// claim's).
@@ -183,6 +195,32 @@ func BenchmarkWarmClaim(b *testing.B) {
 			b.ReportMetric(1+float64(len(claimWrites))/float64(b.N), "writes/claim")
 		})
 	}
+}
+
+// BenchmarkSequentialClaims is an agent's run_once against a pool of 3:
+// claim, use the sandbox for half a second, delete it, claim again, from
+// one client. The pool must replace each member as it goes, since claims
+// one at a time are no burst; warm-ratio says how many claims found one.
+// The latency is the claim's alone.
+func BenchmarkSequentialClaims(b *testing.B) {
+	watcher := newReadyWatcher(b)
+	pool := fullPool(b, 3)
+	var warm atomic.Int64
+	latency.Run(b, 1, func() time.Duration {
+		s, d := watcher.claim(b, pool.Name)
+		if s == nil {
+			return d
+		}
+		if s.Status.LaunchType == v1.LaunchWarm {
+			warm.Add(1)
+		}
+		time.Sleep(500 * time.Millisecond)
+		if err := testcluster.Get(b).Client.Delete(context.Background(), s); err != nil {
+			b.Error(err)
+		}
+		return d
+	})
+	b.ReportMetric(float64(warm.Load())/float64(b.N), "warm-ratio")
 }
 
 // refillWrite tells the writes that build and count pool members: their

@@ -89,7 +89,7 @@ type runIn struct {
 
 // CommandResult is what a command did.
 type CommandResult struct {
-	ExitCode      int    `json:"exit_code" jsonschema:"the command's exit status; -1 when it timed out"`
+	ExitCode      int    `json:"exit_code" jsonschema:"the command's exit status (128+N when signal N killed it, as a shell reports it); -1 when it timed out"`
 	Stdout        string `json:"stdout"`
 	Stderr        string `json:"stderr"`
 	StdoutDropped int64  `json:"stdout_dropped" jsonschema:"bytes of stdout beyond the output limit, not returned"`
@@ -99,6 +99,7 @@ type CommandResult struct {
 	StdoutEncoding string `json:"stdout_encoding,omitempty" jsonschema:"base64 when stdout is returned as base64 (asked for, or not UTF-8 text); absent for text"`
 	StderrEncoding string `json:"stderr_encoding,omitempty" jsonschema:"base64 when stderr is returned as base64 (asked for, or not UTF-8 text); absent for text"`
 	TimedOut       bool   `json:"timed_out"`
+	Signal         string `json:"signal,omitempty" jsonschema:"the signal that killed the command, without SIG (KILL, TERM), when the node says so"`
 	Note           string `json:"note,omitempty" jsonschema:"what the result does not say by itself: a command waited out may still be running"`
 }
 
@@ -306,6 +307,10 @@ func (t *tools) run(ctx context.Context, in runIn) (CommandResult, error) {
 		res.ExitCode, res.TimedOut = -1, true
 		res.Note = fmt.Sprintf("stopped waiting after %s; the command may still be running in the sandbox "+
 			"(ending the wait does not kill it on every container runtime): check with another command", timeout)
+		return res, nil
+	}
+	if killed, ok := errors.AsType[*sandboxclient.KilledError](err); ok {
+		res.Signal = killed.Signal
 		return res, nil
 	}
 	return res, err

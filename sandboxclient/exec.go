@@ -39,7 +39,10 @@ type ExecOptions struct {
 
 // Exec runs a command in the sandbox's pod and returns its exit code. The
 // error is nil whenever the command ran to completion, whatever its code; it
-// wraps context.DeadlineExceeded when Timeout passed first.
+// wraps context.DeadlineExceeded when Timeout passed first. A command killed
+// by signal N returns 128+N, as a shell reports it, with a *KilledError
+// when the node says it was a signal (a kubelet sends 128+N as the exit code
+// itself, which tells it from `exit 137` no better than a shell's $? does).
 //
 // Ending the streams (timeout or cancelled ctx) does not by itself kill the
 // process in the pod on every container runtime. A connection cut before
@@ -85,6 +88,9 @@ func (c *Client) exec(ctx context.Context, t *target, opts ExecOptions) (int, er
 	}
 	if code, ok := exitCode(err); ok {
 		return code, nil
+	}
+	if killed, ok := killedBy(err); ok {
+		return 128 + killed.Number, killed
 	}
 	if program, ok := missingProgram(err); ok {
 		// As a shell says it; with a TTY there is only the one stream.
@@ -141,6 +147,44 @@ func shouldFallback(err error) bool {
 // ending in Go's "exit status N" rather than the NonZeroExitCode status a
 // kubelet sends.
 var kwokExitStatus = regexp.MustCompile(`(?s)error executing command in container: .*: exit status (\d+)$`)
+
+// kwokSignal matches how kwok's node server reports a command killed by a
+// signal: Go's "signal: killed" at the end of an internal error.
+var kwokSignal = regexp.MustCompile(`(?s)error executing command in container: .*: signal: ([A-Za-z0-9 /]+)$`)
+
+// linuxSignals are the signals by the description Go (strsignal) gives
+// them on Linux, where the node runs, whatever the client's OS.
+var linuxSignals = map[string]KilledError{
+	"hangup": {"HUP", 1}, "interrupt": {"INT", 2}, "quit": {"QUIT", 3}, "illegal instruction": {"ILL", 4},
+	"trace/breakpoint trap": {"TRAP", 5}, "aborted": {"ABRT", 6}, "bus error": {"BUS", 7},
+	"floating point exception": {"FPE", 8}, "killed": {"KILL", 9}, "user defined signal 1": {"USR1", 10},
+	"segmentation fault": {"SEGV", 11}, "user defined signal 2": {"USR2", 12}, "broken pipe": {"PIPE", 13},
+	"alarm clock": {"ALRM", 14}, "terminated": {"TERM", 15}, "CPU time limit exceeded": {"XCPU", 24},
+	"file size limit exceeded": {"XFSZ", 25},
+}
+
+// KilledError is a command that did not exit: a signal ended it.
+type KilledError struct {
+	// Signal is the signal's name without SIG, as SSH's exit-signal
+	// carries it: "KILL", "TERM".
+	Signal string
+	// Number is the signal's number on Linux.
+	Number int
+}
+
+func (e *KilledError) Error() string { return "killed by signal " + e.Signal }
+
+// killedBy is the signal a stream error says ended the command, if any.
+func killedBy(err error) (*KilledError, bool) {
+	m := kwokSignal.FindStringSubmatch(err.Error())
+	if m == nil {
+		return nil, false
+	}
+	if sig, ok := linuxSignals[m[1]]; ok {
+		return &sig, true
+	}
+	return nil, false
+}
 
 // missingPrograms matches how the runtimes say the command's program does
 // not exist: runc (and Go's os/exec, as kwok runs commands) `exec: "x":

@@ -58,6 +58,25 @@ func TestExitCode(t *testing.T) {
 	}
 }
 
+func TestKilledBy(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want *KilledError
+	}{
+		{errors.New("Internal error occurred: error executing command in container: cmd wait: sh -c kill -9 $$: signal: killed"), &KilledError{"KILL", 9}},
+		{errors.New("Internal error occurred: error executing command in container: cmd wait: sleep 9: signal: terminated"), &KilledError{"TERM", 15}},
+		{errors.New("Internal error occurred: error executing command in container: cmd wait: x: signal: CPU time limit exceeded"), &KilledError{"XCPU", 24}},
+		{errors.New("Internal error occurred: error executing command in container: cmd wait: x: signal: signal 40"), nil},
+		{errors.New("Internal error occurred: error executing command in container: cmd wait: x: exit status 1"), nil},
+		{errors.New("signal: killed"), nil},
+	} {
+		got, ok := killedBy(tc.err)
+		if ok != (tc.want != nil) || (ok && *got != *tc.want) {
+			t.Errorf("killedBy(%v) = %v, %v; want %v", tc.err, got, ok, tc.want)
+		}
+	}
+}
+
 // TestExtractStaysInside feeds extract archives a hostile sandbox could
 // send: entries that climb out, links out followed by files through them,
 // and a file through a link already in the destination.

@@ -63,7 +63,12 @@ func (s *Server) forward(ctx context.Context, newChannel ssh.NewChannel) {
 		defer wg.Done()
 		_, _ = io.Copy(remote, ch)
 	}()
-	_, _ = io.Copy(ch, remote)
+	_, err = io.Copy(ch, remote)
+	if err != nil && ctx.Err() == nil && s.Log != nil {
+		// The channel is open already, and SSH has no way to say why it
+		// closes: the node's reason goes to the proxy's stderr.
+		_, _ = fmt.Fprintf(s.Log, "agentsandbox: forwarding to localhost:%d: %v\n", req.Port, err)
+	}
 	// The sandbox's side ended: end the client's side too, which ends the
 	// copy above.
 	_ = ch.Close()

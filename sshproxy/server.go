@@ -15,6 +15,7 @@ package sshproxy
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 
@@ -30,6 +31,11 @@ type Server struct {
 	HostKey ssh.Signer
 	// Version is the proxy's version, shown in its SSH identification.
 	Version string
+	// Log receives what the client has no place for on the connection: why
+	// a forwarded connection ended (the port refused it, say). OpenSSH
+	// shows a ProxyCommand's stderr to its user, as kubectl port-forward
+	// prints these on its own.
+	Log io.Writer
 }
 
 // Serve checks that the caller can reach the sandbox, then runs the SSH

@@ -2,6 +2,7 @@ package sshproxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -96,37 +97,50 @@ func (s *session) handle(ctx context.Context, req *ssh.Request) bool {
 		s.env = append(s.env, e.Name+"="+e.Value)
 		return true
 	case "shell":
-		return s.start(func() int { return s.run(ctx, sandboxclient.LoginShell) })
+		return s.start(func() (int, *sandboxclient.KilledError) { return s.run(ctx, sandboxclient.LoginShell) })
 	case "exec":
 		var e execRequest
 		if ssh.Unmarshal(req.Payload, &e) != nil {
 			return false
 		}
-		return s.start(func() int { return s.run(ctx, e.Command) })
+		return s.start(func() (int, *sandboxclient.KilledError) { return s.run(ctx, e.Command) })
 	case "subsystem":
 		var e execRequest
 		if ssh.Unmarshal(req.Payload, &e) != nil || e.Command != "sftp" {
 			return false
 		}
-		return s.start(func() int { return s.serveSFTP(ctx) })
+		return s.start(func() (int, *sandboxclient.KilledError) { return s.serveSFTP(ctx), nil })
 	}
 	// signal, x11-req, auth-agent-req@openssh.com, break: not served.
 	return false
 }
 
-// start runs work once per session; when it ends, its exit status is sent
-// and the channel closed. A negative status sends none, which the client
-// reports as a failed session (ssh exits 255).
-func (s *session) start(work func() int) bool {
+// exitSignal is the payload of an "exit-signal" request (RFC 4254 section
+// 6.10): the signal's name without SIG.
+type exitSignal struct {
+	Signal     string
+	CoreDumped bool
+	Message    string
+	Language   string
+}
+
+// start runs work once per session; when it ends, its exit status (or the
+// signal that killed it) is sent and the channel closed. A negative status
+// sends none, which the client reports as a failed session (ssh exits 255).
+func (s *session) start(work func() (int, *sandboxclient.KilledError)) bool {
 	if s.started {
 		return false
 	}
 	s.started = true
 	go func() {
 		defer close(s.done)
-		code := work()
+		code, killed := work()
 		_ = s.ch.CloseWrite()
-		if code >= 0 {
+		switch {
+		case killed != nil:
+			// As sshd: ssh then exits 255 and reports the signal.
+			_, _ = s.ch.SendRequest("exit-signal", false, ssh.Marshal(exitSignal{Signal: killed.Signal}))
+		case code >= 0:
 			_, _ = s.ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(code)}))
 		}
 		_ = s.ch.Close()
@@ -135,8 +149,9 @@ func (s *session) start(work func() int) bool {
 }
 
 // run runs command with sh -c in the sandbox, as sshd runs it with the
-// user's shell, with the session's environment and terminal.
-func (s *session) run(ctx context.Context, command string) int {
+// user's shell, with the session's environment and terminal, and returns
+// its exit code, or the signal that killed it.
+func (s *session) run(ctx context.Context, command string) (int, *sandboxclient.KilledError) {
 	argv := append([]string{"env"}, s.env...)
 	argv = append(argv, "sh", "-c", command)
 	opts := sandboxclient.ExecOptions{Command: argv, Stdin: s.ch, Stdout: s.ch, Stderr: s.ch.Stderr(), TTY: s.tty}
@@ -144,11 +159,14 @@ func (s *session) run(ctx context.Context, command string) int {
 		opts.Stderr, opts.Resize = nil, s.sizes
 	}
 	code, err := s.server.Client.Exec(ctx, s.server.Sandbox, opts)
+	if killed, ok := errors.AsType[*sandboxclient.KilledError](err); ok {
+		return code, killed
+	}
 	if err != nil {
 		s.fail(err)
-		return -1
+		return -1, nil
 	}
-	return code
+	return code, nil
 }
 
 // fail reports why the session could not run to the client's stderr (its

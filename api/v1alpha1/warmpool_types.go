@@ -12,9 +12,10 @@ type WarmPoolSpec struct {
 	TemplateRef LocalObjectReference `json:"templateRef"`
 
 	// Replicas is the number of Ready members to keep. It is the /scale
-	// subresource's replica count, so an HPA can drive it. Members claimed
-	// in a burst are replaced once claims pause for a second; until then
-	// the pool builds only what keeps a quarter of replicas.
+	// subresource's replica count, so an HPA can drive it. A claimed member
+	// is replaced at once, unless it was claimed in a burst (three claims
+	// within a second): those are replaced once claims pause for a second,
+	// and until then the pool builds only what keeps a quarter of replicas.
 	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=5000

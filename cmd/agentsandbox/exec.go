@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -24,7 +25,8 @@ func (s *streamFlags) register(cmd *cobra.Command) {
 }
 
 // run runs command in the sandbox with the cobra command's streams and
-// returns its exit code.
+// returns its exit code; a command killed by a signal is an *exitError
+// saying which.
 func (s *streamFlags) run(ctx context.Context, cmd *cobra.Command, c *sandboxclient.Client, name string, command []string) (int, error) {
 	opts := sandboxclient.ExecOptions{
 		Command: command, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr(), TTY: s.tty, Timeout: s.timeout,
@@ -49,7 +51,12 @@ func (s *streamFlags) run(ctx context.Context, cmd *cobra.Command, c *sandboxcli
 			opts.Resize = t.sizes
 		}
 	}
-	return c.Exec(ctx, name, opts)
+	code, err := c.Exec(ctx, name, opts)
+	if killed, ok := errors.AsType[*sandboxclient.KilledError](err); ok {
+		// As a shell says it, exiting 128+N.
+		return code, &exitError{code: code, err: killed}
+	}
+	return code, err
 }
 
 func newExecCommand() *cobra.Command {

@@ -179,6 +179,11 @@ func TestMCP(t *testing.T) {
 			t.Errorf("exit, stdout, stderr: %+v", res)
 		}
 		res = must[mcpCommandResult](t, s, "run_command", map[string]any{"sandbox": sbx.Name,
+			"command": []string{"sh", "-c", "echo out; kill -TERM $$"}})
+		if res.ExitCode != 128+15 || res.Signal != "TERM" || res.Stdout != "out\n" {
+			t.Errorf("a command killed by SIGTERM: %+v; want exit code 143 and signal TERM", res)
+		}
+		res = must[mcpCommandResult](t, s, "run_command", map[string]any{"sandbox": sbx.Name,
 			"command": []string{"head", "-c", "5"}, "stdin": "abcdefgh"})
 		if res.ExitCode != 0 || res.Stdout != "abcde" {
 			t.Errorf("stdin: %+v", res)

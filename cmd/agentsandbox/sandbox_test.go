@@ -184,6 +184,10 @@ func TestSandboxCommands(t *testing.T) {
 	if res := cli(t, alice, "", "exec", name, "--", "no-such-program", "x"); res.code != 127 || res.stderr != "no-such-program: command not found\n" {
 		t.Errorf("exec of a missing program: exit %d, stderr %q; want 127 and a shell's words", res.code, res.stderr)
 	}
+	if res := cli(t, alice, "", "exec", name, "--", "sh", "-c", "echo hi; kill -KILL $$"); res.code != 137 || res.stdout != "hi\n" ||
+		res.stderr != "Error: killed by signal KILL\n" {
+		t.Errorf("exec of a command killed by SIGKILL: %+v; want exit 137 and the signal named", res)
+	}
 	if res := cli(t, alice, "", "exec", name, "--", "sh", "-c", "echo hi; exit 4"); res.code != 4 || res.stdout != "hi\n" {
 		t.Errorf("exec: code %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
 	}

@@ -41,7 +41,7 @@ NAME may end in --suffix, which is removed. Run ssh-config to set it up.`,
 			if err != nil {
 				return err
 			}
-			server := &sshproxy.Server{Client: c, Sandbox: strings.TrimSuffix(args[0], suffix), HostKey: key, Version: version.Version}
+			server := &sshproxy.Server{Client: c, Sandbox: strings.TrimSuffix(args[0], suffix), HostKey: key, Version: version.Version, Log: cmd.ErrOrStderr()}
 			return server.Serve(cmd.Context(), sshproxy.StdioConn{Reader: cmd.InOrStdin(), WriteCloser: os.Stdout})
 		},
 	}

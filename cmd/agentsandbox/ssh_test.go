@@ -141,6 +141,26 @@ func TestSSH(t *testing.T) {
 		}
 	})
 
+	t.Run("a terminal's last output arrives", func(t *testing.T) {
+		for i := range 10 {
+			last := fmt.Sprintf("last-words-%d", i)
+			res := ssh.run("", "ssh", "-tt", host, "printf "+last+"; exit 5")
+			if res.code != 5 || !strings.Contains(res.stdout, last) {
+				t.Errorf("ssh -tt, run %d: %+v; want exit 5 and %q", i, res, last)
+			}
+		}
+	})
+
+	t.Run("a command killed by a signal", func(t *testing.T) {
+		// As sshd: exit-signal, not an exit status and no error message;
+		// ssh then exits 255 and names the signal in its debug output.
+		res := ssh.run("", "ssh", "-v", host, "echo before; kill -KILL $$")
+		if res.code != 255 || res.stdout != "before\n" || !strings.Contains(res.stderr, "exit-signal") ||
+			strings.Contains(res.stderr, "agentsandbox:") {
+			t.Errorf("ssh a command that kills itself: %+v; want exit 255 after the exit-signal request, no error", res)
+		}
+	})
+
 	t.Run("scp and sftp carry 20 MiB both ways", func(t *testing.T) {
 		local := t.TempDir()
 		data := make([]byte, 20<<20)
@@ -210,7 +230,8 @@ func TestSSH(t *testing.T) {
 	t.Run("local forwarding", func(t *testing.T) {
 		port := freePort(t)
 		cmd := ssh.command("ssh", "-N", "-o", "ExitOnForwardFailure=yes",
-			"-L", fmt.Sprintf("127.0.0.1:%d:localhost:7", port), "-L", fmt.Sprintf("127.0.0.1:%d:example.com:80", port+1), host)
+			"-L", fmt.Sprintf("127.0.0.1:%d:localhost:7", port), "-L", fmt.Sprintf("127.0.0.1:%d:example.com:80", port+1),
+			"-L", fmt.Sprintf("127.0.0.1:%d:localhost:9", port+2), host)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
@@ -235,6 +256,17 @@ func TestSSH(t *testing.T) {
 		_ = other.Close()
 		testcluster.Eventually(t, "ssh reports the refusal", func() (bool, string) {
 			return strings.Contains(stderr.String(), "only the sandbox's own ports can be forwarded"), stderr.String()
+		})
+		// A port nothing serves: the connection ends, and why is said as
+		// kubectl port-forward says it.
+		closed := dialEventually(t, port+2)
+		_ = closed.SetDeadline(time.Now().Add(20 * time.Second))
+		if n, err := closed.Read(make([]byte, 1)); err == nil {
+			t.Errorf("a forward to a port nothing serves carried %d bytes", n)
+		}
+		_ = closed.Close()
+		testcluster.Eventually(t, "ssh-proxy says why the forward to port 9 ended", func() (bool, string) {
+			return strings.Contains(stderr.String(), "agentsandbox: forwarding to localhost:9: "), stderr.String()
 		})
 	})
 

@@ -61,14 +61,21 @@ const buildsPerPass = 200
 // the same reason.
 const memberBatch = time.Second
 
-// claimQuiet is how long a pool waits after its last claim before it
-// replaces every claimed member. Building a member costs the API server
-// about three times what claiming one does (a namespace, its policies, a
-// pod, and the writes of the controller manager, scheduler and kubelet that
-// follow), so topping up during a burst would slow the very claims the pool
-// is there to serve. The pool absorbs the burst and refills when it pauses;
-// meanwhile it builds only what keeps a quarter of its replicas in place.
+// claimQuiet is how long a pool waits after the last claim of a burst
+// before it replaces every claimed member. Building a member costs the API
+// server about three times what claiming one does (a namespace, its
+// policies, a pod, and the writes of the controller manager, scheduler and
+// kubelet that follow), so topping up during a burst would slow the very
+// claims the pool is there to serve. The pool absorbs the burst and refills
+// when it pauses; meanwhile it builds only what keeps a quarter of its
+// replicas in place.
 const claimQuiet = time.Second
+
+// burstClaims claims within claimQuiet make a burst. Fewer are an agent
+// claiming one sandbox after another, the common case: each claimed member
+// is replaced at once, which costs the API server a few writes a second,
+// so that the next claim finds a member too.
+const burstClaims = 3
 
 // conflictRetry is how soon a pass whose status write found the pool
 // changed since the cache's copy runs again: the cache catches up within
@@ -183,7 +190,7 @@ func (r *Reconciler) reconcile(ctx context.Context, pool *v1.WarmPool) outcome {
 	// them, or fewer while claims keep coming (deferred until they pause).
 	toBuild := o.want - len(o.keep) - unseen
 	if toBuild > 0 {
-		toBuild, o.deferred = topUp(r.memory.lastClaim(pool.Name), len(o.keep)+unseen, toBuild, o.want, time.Now())
+		toBuild, o.deferred = topUp(r.memory.recentClaims(pool.Name), len(o.keep)+unseen, toBuild, o.want, time.Now())
 	}
 	var builds []memberBuild
 	for range min(toBuild, buildsPerPass) {
@@ -246,7 +253,8 @@ func (r *Reconciler) removeOrphanedMembers(ctx context.Context, pool string) err
 }
 
 // memberEvents enqueues the pool of a member namespace or pod memberBatch
-// after the change, and notes when a member is claimed.
+// after the change, and notes when a member is claimed; a claim that is no
+// part of a burst enqueues it at once.
 func (r *Reconciler) memberEvents() handler.EventHandler {
 	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		if name, ok := obj.GetLabels()[v1.LabelWarmPool]; ok {
@@ -259,7 +267,14 @@ func (r *Reconciler) memberEvents() handler.EventHandler {
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if e.ObjectOld.GetLabels()[v1.LabelMember] == v1.MemberAvailable && e.ObjectNew.GetLabels()[v1.LabelMember] == v1.MemberClaimed {
-				r.memory.claimed(e.ObjectNew.GetLabels()[v1.LabelWarmPool], time.Now())
+				pool, now := e.ObjectNew.GetLabels()[v1.LabelWarmPool], time.Now()
+				r.memory.claimed(pool, e.ObjectNew.GetName(), now)
+				if !inBurst(r.memory.recentClaims(pool), now) {
+					// A claim on its own: nothing to batch it with, and
+					// the next claim may come within the second.
+					q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: pool}})
+					return
+				}
 			}
 			enqueue(e.ObjectNew, q)
 		},

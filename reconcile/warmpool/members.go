@@ -82,19 +82,26 @@ func memberName(pool string) string {
 }
 
 // topUp decides how many of a pool's missing members to build now, given
-// the members it has (built or being built) and when it last lost one to a
-// claim (zero: not seen), and how long until it looks again: all of them
-// when it saw no claim in the last claimQuiet; while claims keep coming,
-// only enough to keep a quarter of want, and the rest once they pause.
-func topUp(lastClaim time.Time, have, missing, want int, now time.Time) (build int, wait time.Duration) {
-	if lastClaim.IsZero() {
+// the members it has (built or being built) and the times of its last
+// claims (oldest first, at most burstClaims), and how long until it looks
+// again: all of them unless burstClaims claims came within the last
+// claimQuiet; during such a burst, only enough to keep a quarter of want,
+// and the rest once claims pause for claimQuiet.
+func topUp(claims []time.Time, have, missing, want int, now time.Time) (build int, wait time.Duration) {
+	if !inBurst(claims, now) {
 		return missing, 0
 	}
-	if wait = claimQuiet - now.Sub(lastClaim); wait <= 0 {
+	if wait = claimQuiet - now.Sub(claims[len(claims)-1]); wait <= 0 {
 		return missing, 0
 	}
 	quarter := (want + 3) / 4
 	return min(missing, max(0, quarter-have)), wait
+}
+
+// inBurst tells whether the last claims (oldest first, at most
+// burstClaims) are a burst: burstClaims of them within claimQuiet of now.
+func inBurst(claims []time.Time, now time.Time) bool {
+	return len(claims) >= burstClaims && now.Sub(claims[0]) <= claimQuiet
 }
 
 // trim deletes the members plan dropped and counts them by why. Each

@@ -1,6 +1,7 @@
 package warmpool
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -9,17 +10,18 @@ import (
 
 // memory is everything the controller remembers from one pass to the next,
 // by pool: the members it is building until its cache shows them complete,
-// and when the pool last lost a member to a claim.
+// and when the pool last lost members to claims.
 //
 // Without the first, a pass that runs before the informer catches up would
 // count too few members and create more (the over-creation upstream
 // agent-sandbox fixed the same way), or take a member whose pod is on its
 // way for one whose build was cut short and create its objects again. The
-// second lets a pool hold back its top-up while claims keep coming.
+// second lets a pool tell a burst of claims, during which it holds back
+// its top-up, from claims that come one by one.
 //
 // Losing it all on a restart is harmless: a new process starts from a
 // fresh list, which shows every object created before, and a pool whose
-// last claim is forgotten tops up at once, which it would do a second later
+// last claims are forgotten tops up at once, which it would do a second later
 // anyway.
 type memory struct {
 	mu    sync.Mutex
@@ -28,8 +30,9 @@ type memory struct {
 
 type poolMemory struct {
 	// building holds, by member, when its build started.
-	building  map[string]time.Time
-	lastClaim time.Time
+	building map[string]time.Time
+	// claims are the times of the last burstClaims claims, oldest first.
+	claims []time.Time
 }
 
 // expectationTTL forgets a build the cache never showed complete (the
@@ -93,22 +96,29 @@ func (m *memory) observe(pool string, members []environment.Member) (unseen int,
 	return unseen, inFlight
 }
 
-// claimed notes that a member of the pool was claimed at.
-func (m *memory) claimed(pool string, at time.Time) {
+// claimed notes that a member of the pool was claimed at. A member still
+// remembered as being built is built: once claimed it is no longer the
+// pool's, and the cache will never show it complete among the members.
+func (m *memory) claimed(pool, member string, at time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.of(pool).lastClaim = at
+	p := m.of(pool)
+	delete(p.building, member)
+	p.claims = append(p.claims, at)
+	if len(p.claims) > burstClaims {
+		p.claims = p.claims[len(p.claims)-burstClaims:]
+	}
 }
 
-// lastClaim is when the pool last lost a member to a claim; zero when this
-// process has not seen one.
-func (m *memory) lastClaim(pool string) time.Time {
+// recentClaims returns the times of the pool's last claims, oldest first
+// and at most burstClaims of them; none when this process has not seen one.
+func (m *memory) recentClaims(pool string) []time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if p := m.pools[pool]; p != nil {
-		return p.lastClaim
+		return slices.Clone(p.claims)
 	}
-	return time.Time{}
+	return nil
 }
 
 // forget drops what is remembered of a pool that is gone.
