@@ -58,6 +58,7 @@ var (
 func (e env) sharedTargets(t *testing.T) targets {
 	t.Helper()
 	sharedOnce.Do(func() {
+		clearStaleFixtures()
 		if shared.metadata, sharedErr = metadataListener(); sharedErr != nil {
 			return
 		}
@@ -71,6 +72,27 @@ func (e env) sharedTargets(t *testing.T) targets {
 	}
 	return shared
 }
+
+// clearStaleFixtures removes what a run killed before its teardown left on
+// the host (the metadata namespace, its veth, route and rule, the address
+// on the bridge), which would make this run's setup fail on "File exists".
+func clearStaleFixtures() {
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		if name, _, _ := strings.Cut(line, " "); strings.HasPrefix(name, "asmeta-") {
+			// Deleting the namespace deletes its veth end, and so the pair.
+			_ = exec.Command("ip", "netns", "del", name).Run()
+		}
+	}
+	for exec.Command("ip", "rule", "del", "lookup", metadataTable).Run() == nil {
+	}
+	_ = exec.Command("ip", "route", "flush", "table", metadataTable).Run()
+	_ = exec.Command("ip", "addr", "del", ServiceRangeAddress+"/32", "dev", realnode.Bridge).Run()
+}
+
+// metadataTable is the routing table that sends the pods' metadata
+// requests to the test's listener.
+const metadataTable = "4242"
 
 // serverPod runs a pod that is not a sandbox on the real node, serving on
 // ports 8080 and 8081, and returns its IP.
@@ -128,7 +150,7 @@ servers[0].serve_forever()`},
 // between a sandbox and that address. Returns "169.254.169.254:80".
 func metadataListener() (string, error) {
 	suffix := fmt.Sprintf("%04x", os.Getpid()&0xffff)
-	netns, hostEnd, nsEnd, table := "asmeta-"+suffix, "asm"+suffix+"h", "asm"+suffix+"n", "4242"
+	netns, hostEnd, nsEnd, table := "asmeta-"+suffix, "asm"+suffix+"h", "asm"+suffix+"n", metadataTable
 	steps := [][]string{
 		{"ip", "netns", "add", netns},
 		{"ip", "link", "add", hostEnd, "type", "veth", "peer", "name", nsEnd},

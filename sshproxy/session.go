@@ -156,6 +156,9 @@ func (s *session) run(ctx context.Context, command string) (int, *sandboxclient.
 	argv = append(argv, "sh", "-c", command)
 	opts := sandboxclient.ExecOptions{Command: argv, Stdin: s.ch, Stdout: s.ch, Stderr: s.ch.Stderr(), TTY: s.tty}
 	if s.tty {
+		ended := make(chan struct{})
+		defer close(ended)
+		opts.Stdin = terminalInput{r: s.ch, ended: ended}
 		opts.Stderr, opts.Resize = nil, s.sizes
 	}
 	code, err := s.server.Client.Exec(ctx, s.server.Sandbox, opts)
@@ -167,6 +170,28 @@ func (s *session) run(ctx context.Context, command string) (int, *sandboxclient.
 		return -1, nil
 	}
 	return code, nil
+}
+
+// terminalInput is the client's input to a command on a terminal, which
+// has no end of input: the client's EOF (ssh -tt with stdin a file) is held
+// until the command ends. Passed on, it would close the exec's terminal, and
+// the node's runtime would drop what the command wrote last and had not
+// been read yet (on runc, nearly every time). sshd does not pass it on
+// either: on a terminal, end of input is ^D.
+type terminalInput struct {
+	r     io.Reader
+	ended <-chan struct{}
+}
+
+func (t terminalInput) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if errors.Is(err, io.EOF) {
+		if n > 0 {
+			return n, nil
+		}
+		<-t.ended
+	}
+	return n, err
 }
 
 // fail reports why the session could not run to the client's stderr (its
