@@ -96,9 +96,9 @@ func (m *memory) observe(pool string, members []environment.Member) (unseen int,
 	return unseen, inFlight
 }
 
-// claimed notes that a member of the pool was claimed at. A member still
-// remembered as being built is built: once claimed it is no longer the
-// pool's, and the cache will never show it complete among the members.
+// claimed notes that a member of the pool was claimed at, and forgets its
+// build if it is still remembered: once claimed it is no longer the pool's,
+// and the cache will never show it complete among the members.
 func (m *memory) claimed(pool, member string, at time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
