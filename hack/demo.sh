@@ -10,7 +10,9 @@
 # its own isolated namespace, and, on the real node, run code in it under
 # gVisor and show its egress blocked, and take the README's tour as alice
 # (run, cp, exec: DEMO_TOUR_RUNS times, default 1), with the rights an admin
-# gives a developer (agentsandbox-user, bound to the demo's users here).
+# gives a developer (agentsandbox-user, bound to the demo's users here), and
+# run the isolation check against the warm pool, which must find nothing
+# escaped (it exits non-zero, and the demo fails, if anything did).
 # The reconciler and the Git server stop when
 # the demo ends; the cluster, the objects and the OpenTofu state (in the
 # cache) stay for you to explore.
@@ -193,6 +195,11 @@ for name, host, port in [("the node'"'"'s kubelet", "10.244.0.1", 10250), ("the 
 	echo "from this machine, the kubelet answers, and refuses anonymous requests: HTTP $(curl -sk -o /dev/null -w '%{http_code}' https://10.244.0.1:10250/pods)"
 
 	tour
+
+	# The check claims two members of the pool (as agents get them) and
+	# the pool starts two more: six sandboxes, which the node fits.
+	log "the isolation check, as alice: bin/agentsandbox check isolation --as alice@example.com --pool python"
+	bin/agentsandbox check isolation --as alice@example.com --pool python
 fi
 
 log "reconciler metrics"

@@ -63,8 +63,14 @@ func (c *check) probe(ctx context.Context) ([]Row, error) {
 	}
 	rows = append(rows, network...)
 	// The stop and start last: on a busy node another pod may take the
-	// stopped sandbox's room, and nothing after it needs that sandbox.
+	// stopped sandbox's room, and nothing after it needs that sandbox. The
+	// other sandbox has done its part by then: deleted first, it leaves
+	// its room to the restart (on a node as full as the demo's, the room
+	// the stop frees alone was taken by a warm pool's new member).
 	rows = append(rows, c.workspaceRow(ctx), c.processesRow(ctx), c.neighbourRow(ctx))
+	if err := c.sdk.Delete(ctx, c.b.name); err != nil && !sandboxclient.IsNotFound(err) {
+		c.opts.Progress(fmt.Sprintf("deleting sandbox %s before the restart: %v", c.b.name, err))
+	}
 	rows = append(rows, c.startRows(ctx, pod, node)...)
 	return rows, nil
 }

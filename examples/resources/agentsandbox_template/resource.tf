@@ -11,7 +11,7 @@ resource "agentsandbox_template" "python" {
     env     = [{ name = "PIP_DISABLE_PIP_VERSION_CHECK", value = "1" }]
     ports   = [{ name = "jupyter", container_port = 8888 }]
     resources = {
-      requests = { cpu = "250m", memory = "256Mi" }
+      requests = { cpu = "200m", memory = "256Mi" }
       limits   = { cpu = "2", memory = "2Gi" }
     }
     workspace     = { persistent = true, size = "5Gi" }
