@@ -374,8 +374,9 @@ build_gate_image() {
 	rm -rf "${dir}/gate"
 	mkdir -p "${dir}/gate/root"
 	(cd "${root}" && CGO_ENABLED=0 go build -o "${dir}/gate/ociimage" ./hack/ociimage &&
-		CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${dir}/gate/root/sandbox-gate" ./cmd/sandbox-gate)
-	tar -C "${dir}/gate/root" -cf "${dir}/gate/rootfs.tar" sandbox-gate
+		CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${dir}/gate/root/sandbox-gate" ./cmd/sandbox-gate &&
+		CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${dir}/gate/root/agentsandbox-agent" ./cmd/agentsandbox-agent)
+	tar -C "${dir}/gate/root" -cf "${dir}/gate/rootfs.tar" sandbox-gate agentsandbox-agent
 	"${dir}/gate/ociimage" -rootfs "${dir}/gate/rootfs.tar" -tag "${gate_image}" -entrypoint /sandbox-gate -out "${dir}/gate/gate.tar"
 }
 

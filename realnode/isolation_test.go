@@ -138,6 +138,7 @@ func runtimeSuite(t *testing.T, handler string) {
 	t.Run("no IPv6", func(t *testing.T) { e.checkNoIPv6(t, sbxBroad) })
 	t.Run("a missing program exits 127", func(t *testing.T) { e.checkMissingProgram(t, sbxTarget) })
 	t.Run("a terminal gets the last output", func(t *testing.T) { e.checkTerminal(t, sbxTarget) })
+	t.Run("sessions through the agent", func(t *testing.T) { e.checkSessions(t, sbxTarget, handler) })
 	t.Run("no code runs before the egress policy", func(t *testing.T) { e.checkStartWindow(t, pool, to) })
 	// The check's fork bomb is the suite's: refused under runc, the end of
 	// the sandbox's kernel under gVisor, its neighbour working on.

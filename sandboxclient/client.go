@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -34,6 +35,11 @@ type Client struct {
 
 	userOnce sync.Once
 	user     string
+
+	// Notices, when set, hears once per pod that a sandbox has no agent
+	// and its operations go through plain exec.
+	Notices  io.Writer
+	sessions sessions
 }
 
 // New returns a client that acts with the credentials of cfg.

@@ -44,17 +44,24 @@ type ExecOptions struct {
 // when the node says it was a signal (a kubelet sends 128+N as the exit code
 // itself, which tells it from `exit 137` no better than a shell's $? does).
 //
-// Ending the streams (timeout or cancelled ctx) does not by itself kill the
-// process in the pod on every container runtime. A connection cut before
-// the node sent the exit status reads as success in client-go; the file
-// operations guard against that with markers of their own.
+// Where the sandbox's pod has the agent, the command runs through the
+// client's session with it (opened at the first call, kept for the
+// client's life), and a timeout or a cancelled ctx kills the command's
+// whole process group. Through plain exec (no agent), ending the streams
+// does not by itself kill the process in the pod on every container
+// runtime, and a connection cut before the node sent the exit status reads
+// as success in client-go; the file operations guard against that with
+// markers of their own.
 func (c *Client) Exec(ctx context.Context, name string, opts ExecOptions) (int, error) {
 	if len(opts.Command) == 0 {
 		return -1, errors.New("no command given")
 	}
-	t, err := c.resolve(ctx, name, "exec in")
+	s, t, err := c.sessionOr(ctx, name, "exec in")
 	if err != nil {
 		return -1, err
+	}
+	if s != nil {
+		return s.exec(ctx, opts)
 	}
 	return c.exec(ctx, t, opts)
 }

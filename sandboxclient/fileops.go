@@ -60,9 +60,18 @@ echo done
 // Stat describes a workspace path without following a symbolic link at its
 // end.
 func (c *Client) Stat(ctx context.Context, name, file string) (*FileInfo, error) {
-	t, abs, err := c.resolveFile(ctx, name, file, "read files of")
+	s, t, abs, err := c.fileOr(ctx, name, file, "read files of")
 	if err != nil {
 		return nil, err
+	}
+	if s != nil {
+		f, err := s.Stat(ctx, abs)
+		if err != nil {
+			return nil, fileError(file, err)
+		}
+		info := entryOf(f)
+		info.Name = path.Base(abs)
+		return &info, nil
 	}
 	var out bytes.Buffer
 	if err := c.runScript(ctx, t, statScript, nil, &out, file, itself(t, abs)); err != nil {
@@ -99,12 +108,16 @@ func (c *Client) MakeDir(ctx context.Context, name, dir string, mode fs.FileMode
 	if mode.Perm() == 0 {
 		mode = 0o755
 	}
-	return c.runOp(ctx, name, dir, "write files to", mkdirScript, octal(mode))
+	return c.runOp(ctx, name, dir, "write files to", func(s *Session, abs string) error {
+		return s.Mkdir(ctx, abs, mode, false)
+	}, mkdirScript, octal(mode))
 }
 
 // Remove removes a file, a symbolic link or an empty directory.
 func (c *Client) Remove(ctx context.Context, name, file string) error {
-	return c.runOp(ctx, name, file, "write files to", removeScript)
+	return c.runOp(ctx, name, file, "write files to", func(s *Session, abs string) error {
+		return s.Remove(ctx, abs, false)
+	}, removeScript)
 }
 
 // Rename moves a file or directory within the workspace. With replace an
@@ -112,13 +125,16 @@ func (c *Client) Remove(ctx context.Context, name, file string) error {
 // never is); without, an existing destination is an error wrapping
 // fs.ErrExist.
 func (c *Client) Rename(ctx context.Context, name, from, to string, replace bool) error {
-	t, absFrom, err := c.resolveFile(ctx, name, from, "write files to")
+	s, t, absFrom, err := c.fileOr(ctx, name, from, "write files to")
 	if err != nil {
 		return err
 	}
-	absTo, err := workspacePath(t.workspace, to)
+	absTo, err := workspacePath(s.workspaceOr(t), to)
 	if err != nil {
 		return err
+	}
+	if s != nil {
+		return fileError(from, s.Rename(ctx, absFrom, absTo, replace))
 	}
 	mode := "refuse"
 	if replace {
@@ -129,14 +145,20 @@ func (c *Client) Rename(ctx context.Context, name, from, to string, replace bool
 
 // Chmod sets the permissions of a file or directory.
 func (c *Client) Chmod(ctx context.Context, name, file string, mode fs.FileMode) error {
-	return c.runOp(ctx, name, file, "write files to", chmodScript, octal(mode))
+	return c.runOp(ctx, name, file, "write files to", func(s *Session, abs string) error {
+		return s.Chmod(ctx, abs, mode)
+	}, chmodScript, octal(mode))
 }
 
-// runOp resolves file and runs a script that confirms with "done".
-func (c *Client) runOp(ctx context.Context, name, file, action, script string, args ...string) error {
-	t, abs, err := c.resolveFile(ctx, name, file, action)
+// runOp resolves file and runs the operation through the sandbox's
+// session, or where it has no agent a script that confirms with "done".
+func (c *Client) runOp(ctx context.Context, name, file, action string, viaAgent func(*Session, string) error, script string, args ...string) error {
+	s, t, abs, err := c.fileOr(ctx, name, file, action)
 	if err != nil {
 		return err
+	}
+	if s != nil {
+		return fileError(file, viaAgent(s, abs))
 	}
 	return c.confirm(ctx, t, script, file, append([]string{itself(t, abs)}, args...)...)
 }

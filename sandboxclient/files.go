@@ -140,9 +140,13 @@ func workspacePath(workspace, p string) (string, error) {
 // ReadFile streams a workspace file to w and returns its size. path is
 // relative to the workspace (or absolute inside it).
 func (c *Client) ReadFile(ctx context.Context, name, file string, w io.Writer, opts FileOptions) (int64, error) {
-	t, abs, err := c.resolveFile(ctx, name, file, "read files of")
+	s, t, abs, err := c.fileOr(ctx, name, file, "read files of")
 	if err != nil {
 		return 0, err
+	}
+	if s != nil {
+		_, n, err := s.ReadFile(ctx, abs, w, opts.limit())
+		return n, fileError(file, err)
 	}
 	// The script refuses a file over the limit before sending it; the
 	// writer also stops one that grows past it while it is read.
@@ -171,7 +175,7 @@ func (c *Client) WriteFile(ctx context.Context, name, file string, r io.Reader, 
 	if size < 0 {
 		return fmt.Errorf("invalid size %d", size)
 	}
-	t, abs, err := c.resolveFile(ctx, name, file, "write files to")
+	s, t, abs, err := c.fileOr(ctx, name, file, "write files to")
 	if err != nil {
 		return err
 	}
@@ -179,11 +183,18 @@ func (c *Client) WriteFile(ctx context.Context, name, file string, r io.Reader, 
 	if mode == 0 {
 		mode = 0o644
 	}
-	// A source that ends early must not leave the script waiting for bytes
+	// A source that ends early must not leave the write waiting for bytes
 	// that never come: cancelling ends the streams.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	in := &exactReader{r: r, remaining: size, short: cancel}
+	if s != nil {
+		_, err := s.WriteFile(ctx, abs, in, mode)
+		if in.remaining > 0 && in.err != nil {
+			return fmt.Errorf("reading the source of %s after %d of %d bytes: %w", file, size-in.remaining, size, in.err)
+		}
+		return fileError(file, err)
+	}
 	var out bytes.Buffer
 	err = c.runScript(ctx, t, writeScript, in, &out, file, abs, strconv.FormatInt(size, 10), octal(mode))
 	switch {
@@ -202,9 +213,20 @@ func (c *Client) ListDir(ctx context.Context, name, dir string) ([]DirEntry, err
 	if dir == "" {
 		dir = "."
 	}
-	t, abs, err := c.resolveFile(ctx, name, dir, "list files of")
+	s, t, abs, err := c.fileOr(ctx, name, dir, "list files of")
 	if err != nil {
 		return nil, err
+	}
+	if s != nil {
+		infos, err := s.ReadDir(ctx, abs)
+		if err != nil {
+			return nil, fileError(dir, err)
+		}
+		entries := make([]DirEntry, 0, len(infos))
+		for _, f := range infos {
+			entries = append(entries, entryOf(f).DirEntry)
+		}
+		return entries, nil
 	}
 	var out bytes.Buffer
 	// "$abs/." makes the prelude check the directory itself, not its parent.

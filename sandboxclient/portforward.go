@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,11 +33,17 @@ type PortForwardOptions struct {
 }
 
 // PortForward forwards local ports to the sandbox's pod until ctx ends.
-// It tunnels over WebSocket, falling back to SPDY, as kubectl does.
+// Where the pod has the agent, each connection is a dial through the
+// client's session with it, which works on every runtime (the kubelet
+// cannot forward into a gVisor pod); else it tunnels through the kubelet
+// over WebSocket, falling back to SPDY, as kubectl does.
 func (c *Client) PortForward(ctx context.Context, name string, opts PortForwardOptions) error {
-	t, err := c.resolve(ctx, name, "forward ports of")
+	s, t, err := c.sessionOr(ctx, name, "forward ports of")
 	if err != nil {
 		return err
+	}
+	if s != nil {
+		return s.forward(ctx, opts)
 	}
 	dialer, err := c.portForwardDialer(t)
 	if err != nil {
@@ -96,9 +104,12 @@ func (c *Client) portForwardDialer(t *target) (streamhttp.Dialer, error) {
 // without listening on a local port: for a caller that already has the
 // other end (an SSH channel, say). Closing it ends the connection.
 func (c *Client) DialPort(ctx context.Context, name string, port uint16) (io.ReadWriteCloser, error) {
-	t, err := c.resolve(ctx, name, "forward ports of")
+	s, t, err := c.sessionOr(ctx, name, "forward ports of")
 	if err != nil {
 		return nil, err
+	}
+	if s != nil {
+		return s.Dial(ctx, int(port))
 	}
 	dialer, err := c.portForwardDialer(t)
 	if err != nil {
@@ -170,4 +181,102 @@ func (p *portConn) Write(b []byte) (int, error) { return p.data.Write(b) }
 func (p *portConn) Close() error {
 	_ = p.data.Close()
 	return p.conn.Close()
+}
+
+// forward is PortForward through the session: a local listener per port
+// and address, each connection a dial inside the sandbox.
+func (s *Session) forward(ctx context.Context, opts PortForwardOptions) error {
+	addresses := opts.Addresses
+	if len(addresses) == 0 {
+		addresses = []string{"127.0.0.1"}
+	}
+	out := opts.Out
+	if out == nil {
+		out = io.Discard
+	}
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
+	var forwarded []portforward.ForwardedPort
+	serve := make(chan error, 1)
+	for _, spec := range opts.Ports {
+		local, remote, err := parsePorts(spec)
+		if err != nil {
+			return err
+		}
+		for _, addr := range addresses {
+			l, err := net.Listen("tcp", net.JoinHostPort(addr, strconv.Itoa(int(local))))
+			if err != nil {
+				return fmt.Errorf("listening on %s for sandbox %s port %d: %w", addr, s.Sandbox, remote, err)
+			}
+			listeners = append(listeners, l)
+			local = uint16(l.Addr().(*net.TCPAddr).Port)
+			_, _ = fmt.Fprintf(out, "Forwarding from %s -> %d\n", l.Addr(), remote)
+			go func() { serve <- s.accept(ctx, l, remote, out) }()
+		}
+		forwarded = append(forwarded, portforward.ForwardedPort{Local: local, Remote: remote})
+	}
+	if opts.Ready != nil {
+		opts.Ready(forwarded)
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-s.Done():
+		return fmt.Errorf("port-forward to sandbox %s: the session with its agent ended (stopped or deleted?)", s.Sandbox)
+	case err := <-serve:
+		return err
+	}
+}
+
+// accept serves one listener's connections until it closes.
+func (s *Session) accept(ctx context.Context, l net.Listener, port uint16, out io.Writer) error {
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		go func() {
+			defer func() { _ = conn.Close() }()
+			_, _ = fmt.Fprintf(out, "Handling connection for %d\n", port)
+			remote, err := s.Dial(ctx, int(port))
+			if err != nil {
+				_, _ = fmt.Fprintf(out, "port %d: %v\n", port, err)
+				return
+			}
+			defer func() { _ = remote.Close() }()
+			done := make(chan struct{})
+			go func() {
+				_, _ = io.Copy(remote, conn)
+				_ = remote.Close()
+				close(done)
+			}()
+			_, _ = io.Copy(conn, remote)
+			_ = conn.Close()
+			<-done
+		}()
+	}
+}
+
+// parsePorts reads "LOCAL:REMOTE" or "PORT", as kubectl port-forward does.
+func parsePorts(spec string) (local, remote uint16, err error) {
+	l, r, pair := strings.Cut(spec, ":")
+	if !pair {
+		r = l
+	}
+	if l == "" {
+		l = "0"
+	}
+	lp, errL := strconv.ParseUint(l, 10, 16)
+	rp, errR := strconv.ParseUint(r, 10, 16)
+	if errL != nil || errR != nil || rp == 0 {
+		return 0, 0, fmt.Errorf("invalid port %q: want LOCAL:REMOTE or PORT, each 0-65535 (a remote port 1-65535)", spec)
+	}
+	return uint16(lp), uint16(rp), nil
 }

@@ -28,6 +28,16 @@ func MissingReference(reason string) bool { return strings.HasSuffix(reason, "No
 // that find the workspace's mount by it (sandboxclient) agree.
 const WorkspaceName = "workspace"
 
+// AgentVolumeName names the volume through which every sandbox pod's init
+// container hands the sandbox agent (cmd/agentsandbox-agent) to the sandbox,
+// and AgentPath is where the sandbox's container finds it. Clients open a
+// session through the agent only where the pod mounts that volume.
+const (
+	AgentVolumeName = "agentsandbox-agent"
+	AgentDir        = "/.agentsandbox"
+	AgentPath       = AgentDir + "/agentsandbox-agent"
+)
+
 // Labels and annotations the controllers put on the objects they create. They
 // live here, beside the types, so the reconciler, the CLI and the provider
 // select on the same keys.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -126,7 +127,12 @@ func (f *clientFlags) client() (*sandboxclient.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sandboxclient.New(cfg)
+	c, err := sandboxclient.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.Notices = os.Stderr
+	return c, nil
 }
 
 // outputFlag is -o for the commands that print sandboxes.

@@ -62,10 +62,17 @@ func (s *streamFlags) run(ctx context.Context, cmd *cobra.Command, c *sandboxcli
 func newExecCommand() *cobra.Command {
 	var conn clientFlags
 	var streams streamFlags
+	var detach bool
+	var as string
 	cmd := &cobra.Command{
-		Use:   "exec NAME [-i] [-t] -- COMMAND [ARG...]",
+		Use:   "exec NAME [-i] [-t] [--detach [--name SESSION]] -- COMMAND [ARG...]",
 		Short: "Run a command in your sandbox; exits with the command's exit code",
-		Args:  cobra.MinimumNArgs(2),
+		Long: `Run a command in your sandbox and exit with its exit code. Interrupting exec (or
+--command-timeout) kills the command and everything it started, where the sandbox
+has the agent. With --detach the command runs in the background, outliving exec
+(with -t in a terminal session): exec prints its session name; agentsandbox ps lists
+them and agentsandbox attach reattaches.`,
+		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			names, command, err := splitCommand(cmd, args, 1)
 			if err != nil {
@@ -74,6 +81,12 @@ func newExecCommand() *cobra.Command {
 			c, err := conn.client()
 			if err != nil {
 				return err
+			}
+			if detach {
+				return startDetached(cmd, c, names[0], as, streams.tty, command)
+			}
+			if as != "" {
+				return errors.New("--name names a detached session: use it with --detach")
 			}
 			code, err := streams.run(cmd.Context(), cmd, c, names[0], command)
 			if err != nil {
@@ -86,6 +99,8 @@ func newExecCommand() *cobra.Command {
 		},
 	}
 	streams.register(cmd)
+	cmd.Flags().BoolVarP(&detach, "detach", "d", false, "run the command in the background, outliving exec (needs the sandbox agent)")
+	cmd.Flags().StringVar(&as, "name", "", "with --detach: the session's name (default: one the agent picks)")
 	conn.register(cmd)
 	return cmd
 }

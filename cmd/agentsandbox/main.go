@@ -38,7 +38,8 @@ func newRootCommand() *cobra.Command {
 	}
 	root.AddCommand(newVersionCommand(), newReconcileCommand(), newDiffCommand(), newSyncCommand(),
 		newSuspendCommand(true), newSuspendCommand(false),
-		newClaimCommand(), newListCommand(), newGetCommand(), newExecCommand(), newRunCommand(), newCpCommand(),
+		newClaimCommand(), newListCommand(), newGetCommand(), newExecCommand(), newAttachCommand(), newPsCommand(),
+		newRunCommand(), newCpCommand(),
 		newPortForwardCommand(), newLogsCommand(), newStateCommand(v1.SandboxStopped),
 		newStateCommand(v1.SandboxRunning), newDeleteCommand(), newMCPCommand(),
 		newSSHProxyCommand(), newSSHConfigCommand(), newUICommand(), newCheckCommand())

@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 
 	"golang.org/x/term"
@@ -18,7 +19,8 @@ type terminal struct {
 	state *term.State
 	winch chan os.Signal
 	// sizes is the command's ExecOptions.Resize.
-	sizes *sandboxclient.TerminalSizes
+	sizes    *sandboxclient.TerminalSizes
+	restored sync.Once
 }
 
 // openTerminal puts stdin's terminal in raw mode; nil when stdin is not a
@@ -51,10 +53,19 @@ func (t *terminal) push() {
 	}
 }
 
-// restore leaves raw mode and stops following the size.
+// size is the terminal's current size.
+func (t *terminal) size() (cols, rows uint16, err error) {
+	w, h, err := term.GetSize(t.fd)
+	return uint16(min(w, 0xffff)), uint16(min(h, 0xffff)), err
+}
+
+// restore leaves raw mode and stops following the size; again, it does
+// nothing.
 func (t *terminal) restore() {
-	signal.Stop(t.winch)
-	close(t.winch)
-	t.sizes.Close()
-	_ = term.Restore(t.fd, t.state)
+	t.restored.Do(func() {
+		signal.Stop(t.winch)
+		close(t.winch)
+		t.sizes.Close()
+		_ = term.Restore(t.fd, t.state)
+	})
 }

@@ -13,6 +13,12 @@
 // it is. After --timeout it fails the start, saying so in the pod's
 // termination message, which the Sandbox's status carries.
 //
+// With --install-agent it first copies the sandbox agent
+// (cmd/agentsandbox-agent, beside it in its image) into the volume through
+// which the sandbox's container gets it; with only that flag, it does no
+// more (a template whose egress may reach the kubelet's port cannot be
+// proven enforced this way).
+//
 // Run as "sandbox-gate probe …", it is the isolation check's probe
 // instead (package isolationcheck/probe): the check copies this binary
 // into the sandboxes it starts, for it runs in any image.
@@ -21,8 +27,10 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -37,11 +45,20 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == probe.Command {
 		os.Exit(probe.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	}
+	install := flag.String("install-agent", "", "a directory to copy the sandbox agent (agentsandbox-agent, beside this program) into first")
 	host := flag.String("host", "", "the address that must be denied (the node's, from status.hostIP)")
 	port := flag.Int("port", 10250, "the port on it that always listens (the kubelet's)")
 	timeout := flag.Duration("timeout", 30*time.Second, "how long to wait for the policy to be enforced")
 	interval := flag.Duration("interval", 50*time.Millisecond, "how long to wait between attempts")
 	flag.Parse()
+	if *install != "" {
+		if err := installAgent(*install); err != nil {
+			fail("AgentNotInstalled: " + err.Error())
+		}
+		if *host == "" {
+			return
+		}
+	}
 	if *host == "" {
 		fail("--host is empty: set it from the pod's status.hostIP")
 	}
@@ -61,6 +78,33 @@ func main() {
 		time.Sleep(*interval)
 	}
 }
+
+// installAgent copies the sandbox agent, which the image carries beside
+// this program, into dir (a volume the sandbox's container mounts
+// read-only), where it is executable by any user.
+func installAgent(dir string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	src, err := os.Open(filepath.Join(filepath.Dir(self), agentProgram))
+	if err != nil {
+		return fmt.Errorf("the image has no %s beside %s: %w", agentProgram, self, err)
+	}
+	defer func() { _ = src.Close() }()
+	dst, err := os.OpenFile(filepath.Join(dir, agentProgram), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		_ = dst.Close()
+		return err
+	}
+	return dst.Close()
+}
+
+// agentProgram is the sandbox agent's file name (cmd/agentsandbox-agent).
+const agentProgram = "agentsandbox-agent"
 
 // fail says why on stderr and in the termination message, and exits 1.
 func fail(why string) {

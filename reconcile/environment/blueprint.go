@@ -67,9 +67,11 @@ type Blueprint struct {
 	nodePool *v1.NodePool
 	// env is the template's environment with the sandbox's overrides.
 	env []v1.EnvVar
-	// gateImage holds the pod's own processes back until its egress
-	// policy is enforced (WithEgressGate); empty for none.
-	gateImage string
+	// gateImage installs the sandbox agent and holds the pod's own
+	// processes back until its egress policy is enforced, when gateProves
+	// (WithEgressGate); empty for none.
+	gateImage  string
+	gateProves bool
 }
 
 func managedLabels() map[string]string {
@@ -328,6 +330,9 @@ func (b Blueprint) Pod() *corev1.Pod {
 	}
 	if b.gateImage != "" {
 		pod.Spec.InitContainers = []corev1.Container{b.gateContainer(container)}
+		pod.Spec.Volumes = append(pod.Spec.Volumes, agentVolume())
+		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts,
+			corev1.VolumeMount{Name: v1.AgentVolumeName, MountPath: v1.AgentDir, ReadOnly: true})
 	}
 	if b.nodePool != nil {
 		pod.Spec.RuntimeClassName = ptr.To(b.nodePool.Name)

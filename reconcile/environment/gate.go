@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
@@ -25,13 +26,14 @@ const gateUser = 65532
 // the pod's start (reason PolicyNotEnforced).
 const GateTimeout = "30s"
 
-// WithEgressGate has the environment's pod start with the gate from image,
-// unless image is empty or the template's egress may allow the kubelet's
-// port, where a denied connection cannot be told from an allowed one.
+// WithEgressGate has the environment's pod start with the gate from image
+// (unless image is empty): it installs the sandbox agent, and then holds
+// the sandbox's own processes back until its policy is enforced, unless
+// the template's egress may allow the kubelet's port, where a denied
+// connection cannot be told from an allowed one.
 func (b Blueprint) WithEgressGate(image string) Blueprint {
-	if GateProves(b.template.Spec.Network) {
-		b.gateImage = image
-	}
+	b.gateImage = image
+	b.gateProves = GateProves(b.template.Spec.Network)
 	return b
 }
 
@@ -66,17 +68,30 @@ func (b Blueprint) gateContainer(sandbox corev1.Container) corev1.Container {
 	security.ReadOnlyRootFilesystem = ptr.To(true)
 	// The gate's image has no user of its own to run as.
 	security.RunAsUser, security.RunAsGroup = ptr.To[int64](gateUser), ptr.To[int64](gateUser)
-	return corev1.Container{
-		Name:            GateName,
-		Image:           b.gateImage,
-		ImagePullPolicy: corev1.PullIfNotPresent,
-		Command:         []string{"/sandbox-gate"},
-		Args:            []string{"--host=$(HOST_IP)", "--port=" + strconv.Itoa(gatePort), "--timeout=" + GateTimeout},
-		Env: []corev1.EnvVar{{Name: "HOST_IP", ValueFrom: &corev1.EnvVarSource{
-			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"},
-		}}},
+	gate := corev1.Container{
+		Name:                     GateName,
+		Image:                    b.gateImage,
+		ImagePullPolicy:          corev1.PullIfNotPresent,
+		Command:                  []string{"/sandbox-gate"},
+		Args:                     []string{"--install-agent=" + v1.AgentDir},
+		VolumeMounts:             []corev1.VolumeMount{{Name: v1.AgentVolumeName, MountPath: v1.AgentDir}},
 		Resources:                sandbox.Resources,
 		SecurityContext:          security,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
+	if b.gateProves {
+		gate.Args = append(gate.Args, "--host=$(HOST_IP)", "--port="+strconv.Itoa(gatePort), "--timeout="+GateTimeout)
+		gate.Env = []corev1.EnvVar{{Name: "HOST_IP", ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.hostIP"},
+		}}}
+	}
+	return gate
+}
+
+// agentVolume holds the sandbox agent the gate installs: small, on the
+// node's disk, remade at each start.
+func agentVolume() corev1.Volume {
+	return corev1.Volume{Name: v1.AgentVolumeName, VolumeSource: corev1.VolumeSource{
+		EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("64Mi"))},
+	}}
 }

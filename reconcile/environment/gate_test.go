@@ -11,9 +11,10 @@ import (
 )
 
 // TestEgressGateRunsFirstUnlessTheKubeletMayBeAllowed: the pod starts with
-// the gate, confined like the sandbox and pointed at the node's kubelet,
-// except where the template's egress may allow that port (the gate could
-// not tell a denial) or no gate image is configured.
+// the gate, confined like the sandbox, which installs the sandbox agent and
+// points at the node's kubelet, except where the template's egress may
+// allow that port (the gate could not tell a denial); no gate image, no
+// gate and no agent.
 func TestEgressGateRunsFirstUnlessTheKubeletMayBeAllowed(t *testing.T) {
 	rule := func(cidr string, ports ...v1.NetworkPort) v1.EgressRule {
 		return v1.EgressRule{CIDR: cidr, Ports: ports}
@@ -36,13 +37,25 @@ func TestEgressGateRunsFirstUnlessTheKubeletMayBeAllowed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tpl := &v1.SandboxTemplate{Spec: v1.SandboxTemplateSpec{Image: "python:3.12", Network: v1.Network{Egress: tc.egress}}}
 			pod := Blueprint{template: tpl, namespace: "sandbox-x"}.WithEgressGate(tc.image).Pod()
-			if gated := len(pod.Spec.InitContainers) == 1; gated != tc.gated {
-				t.Fatalf("init containers %v, want the gate: %v", pod.Spec.InitContainers, tc.gated)
+			if tc.image == "" {
+				if len(pod.Spec.InitContainers) != 0 || len(pod.Spec.Volumes) != 1 {
+					t.Fatalf("no gate image, yet init containers %v, volumes %v", pod.Spec.InitContainers, pod.Spec.Volumes)
+				}
+				return
+			}
+			gate, sandbox := pod.Spec.InitContainers[0], pod.Spec.Containers[0]
+			if !slices.Contains(gate.Args, "--install-agent="+v1.AgentDir) ||
+				!slices.ContainsFunc(sandbox.VolumeMounts, func(m corev1.VolumeMount) bool {
+					return m.Name == v1.AgentVolumeName && m.MountPath == v1.AgentDir && m.ReadOnly
+				}) {
+				t.Errorf("the agent is not installed into the sandbox, read-only: gate args %v, sandbox mounts %v", gate.Args, sandbox.VolumeMounts)
+			}
+			if gated := slices.Contains(gate.Args, "--host=$(HOST_IP)"); gated != tc.gated {
+				t.Fatalf("gate args %v, want it to prove enforcement: %v", gate.Args, tc.gated)
 			}
 			if !tc.gated {
 				return
 			}
-			gate, sandbox := pod.Spec.InitContainers[0], pod.Spec.Containers[0]
 			if gate.Name != GateName || gate.Image != tc.image || !slices.Contains(gate.Args, "--host=$(HOST_IP)") ||
 				gate.Env[0].ValueFrom.FieldRef.FieldPath != "status.hostIP" {
 				t.Errorf("gate %+v does not point at the node's kubelet", gate)
