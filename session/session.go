@@ -140,7 +140,7 @@ func (st *stream) json(t wire.FrameType, v any) error {
 // close ends the operation.
 func (st *stream) close() {
 	st.unwatch()
-	_ = st.Stream.Close()
+	_ = st.Close()
 }
 
 // open starts an operation: its stream, the request, and the agent's

@@ -406,7 +406,7 @@ func dial(s *stream_, req wire.Request) {
 		close(done)
 	}()
 	_, _ = io.Copy(s.Stream, conn)
-	_ = s.Stream.Close()
+	_ = s.Close()
 	<-done
 }
 

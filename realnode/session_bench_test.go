@@ -1,0 +1,122 @@
+package realnode_test
+
+import (
+	"context"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
+)
+
+// sequentialCommands is how many commands each side of
+// BenchmarkSessionCommand runs, one after another.
+const sequentialCommands = 100
+
+// BenchmarkSessionCommand compares one command's round trip (`true`, from
+// the call to its exit status) through the kept session with the sandbox's
+// agent against a plain exec (API server, kubelet, runtime: what every
+// command cost before the agent), in the same sandbox, and reports the
+// agent daemon's resident memory in the idle sandbox.
+func BenchmarkSessionCommand(b *testing.B) {
+	for _, handler := range handlers {
+		b.Run(handler, func(b *testing.B) {
+			e := requireNode(b)
+			sbx := e.sandboxes(b, e.template(b, e.nodePool(b, handler), nil))[0]
+			ctx := context.Background()
+			kube, err := kubernetes.NewForConfig(e.cluster.Config)
+			if err != nil {
+				b.Fatal(err)
+			}
+			plain := func() {
+				req := kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(sbx.Status.Namespace).
+					Name(environment.PodName).SubResource("exec").
+					VersionedParams(&corev1.PodExecOptions{Container: environment.ContainerName, Command: []string{"true"}, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+				exec, err := remotecommand.NewWebSocketExecutor(e.cluster.Config, "GET", req.URL().String())
+				if err == nil {
+					err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: io.Discard, Stderr: io.Discard})
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			viaSession := func() {
+				code, err := e.sdk.Exec(ctx, sbx.Name, sandboxclient.ExecOptions{Command: []string{"true"}})
+				if err != nil || code != 0 {
+					b.Fatalf("true through the session: %d, %v", code, err)
+				}
+			}
+			if _, err := e.sdk.Session(ctx, sbx.Name); err != nil {
+				b.Fatal(err)
+			}
+			viaSession() // the session is open before the clock starts
+			b.ResetTimer()
+			var sessionRuns, plainRuns []time.Duration
+			var sessionWall, plainWall time.Duration
+			for range b.N {
+				start := time.Now()
+				for range sequentialCommands {
+					t := time.Now()
+					viaSession()
+					sessionRuns = append(sessionRuns, time.Since(t))
+				}
+				sessionWall += time.Since(start)
+				start = time.Now()
+				for range sequentialCommands {
+					t := time.Now()
+					plain()
+					plainRuns = append(plainRuns, time.Since(t))
+				}
+				plainWall += time.Since(start)
+			}
+			b.StopTimer()
+			sessionP50, plainP50 := percentile(sessionRuns, 0.5), percentile(plainRuns, 0.5)
+			b.ReportMetric(sessionP50, "session-p50-ms")
+			b.ReportMetric(percentile(sessionRuns, 0.99), "session-p99-ms")
+			b.ReportMetric(plainP50, "exec-p50-ms")
+			b.ReportMetric(percentile(plainRuns, 0.99), "exec-p99-ms")
+			b.ReportMetric(plainP50/sessionP50, "exec/session")
+			b.ReportMetric(float64(sessionWall.Milliseconds())/float64(b.N), "session-100-ms")
+			b.ReportMetric(float64(plainWall.Milliseconds())/float64(b.N), "exec-100-ms")
+			b.ReportMetric(e.agentRSSMiB(b, sbx.Name), "agent-MiB")
+		})
+	}
+}
+
+// agentRSSMiB is the resident memory of the agent's daemon in the sandbox,
+// as its kernel (gVisor's under runsc) reports it.
+func (e env) agentRSSMiB(b testing.TB, name string) float64 {
+	out := e.python(b, name, `
+import os
+for p in os.listdir("/proc"):
+    if p.isdigit():
+        try:
+            if open("/proc/%s/cmdline" % p).read().split("\0")[:2][-1] != "serve": continue
+            for line in open("/proc/%s/status" % p):
+                if line.startswith("VmRSS:"): print(line.split()[1])
+        except (OSError, IndexError): pass
+`)
+	kib, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
+	if err != nil {
+		b.Fatalf("the agent's VmRSS: %q", out)
+	}
+	return kib / 1024
+}
+
+func percentile(runs []time.Duration, p float64) float64 {
+	sorted := append([]time.Duration(nil), runs...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	if len(sorted) == 0 {
+		return 0
+	}
+	return float64(sorted[int(p*float64(len(sorted)-1))].Microseconds()) / 1000
+}
