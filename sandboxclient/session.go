@@ -113,6 +113,9 @@ func (c *Client) openSession(t *target) (*Session, error) {
 // relayEnded says why the exec of the agent's relay ended.
 func relayEnded(name string, code int, err error, stderr string) error {
 	switch {
+	case err != nil && strings.Contains(err.Error(), v1.AgentPath) && strings.Contains(err.Error(), "no such file"):
+		// kwok runs commands on its host, where there is no agent.
+		return fmt.Errorf("sandbox %s: %w (%v)", name, ErrNoAgent, err)
 	case err != nil:
 		return err
 	case code == 127 || code == 126 || strings.Contains(stderr, "no such file"):

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -127,12 +126,7 @@ func (f *clientFlags) client() (*sandboxclient.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := sandboxclient.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	c.Notices = os.Stderr
-	return c, nil
+	return sandboxclient.New(cfg)
 }
 
 // outputFlag is -o for the commands that print sandboxes.
