@@ -446,7 +446,7 @@ func (s *Session) WriteFile(ctx context.Context, path string, r io.Reader, mode 
 	}
 	// The agent answers only after End; a refusal it found at once (a
 	// missing directory) it answers then too, having read the rest.
-	if _, err := io.Copy(frameWriter{st, wire.FrameData}, r); err != nil {
+	if _, err := io.Copy(wire.Writer{Send: st.frame, Type: wire.FrameData}, r); err != nil {
 		return wire.FileInfo{}, s.cut(ctx, req, err)
 	}
 	if err := st.frame(wire.FrameEnd, nil); err != nil {
@@ -463,24 +463,6 @@ func (s *Session) WriteFile(ctx context.Context, path string, r io.Reader, mode 
 		return wire.FileInfo{}, nil
 	}
 	return *reply.File, nil
-}
-
-type frameWriter struct {
-	st *stream
-	t  wire.FrameType
-}
-
-func (w frameWriter) Write(p []byte) (int, error) {
-	written := 0
-	for len(p) > 0 {
-		n := min(len(p), wire.MaxPayload)
-		if err := w.st.frame(w.t, p[:n]); err != nil {
-			return written, err
-		}
-		written += n
-		p = p[n:]
-	}
-	return written, nil
 }
 
 // Stat describes a file without following a final symlink.

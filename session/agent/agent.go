@@ -346,21 +346,5 @@ func errnoName(e syscall.Errno) string {
 	return ""
 }
 
-// dataWriter writes what it is given as frames of one type, split to fit.
-type dataWriter struct {
-	s *stream_
-	t wire.FrameType
-}
-
-func (w dataWriter) Write(p []byte) (int, error) {
-	written := 0
-	for len(p) > 0 {
-		n := min(len(p), wire.MaxPayload)
-		if err := w.s.frame(w.t, p[:n]); err != nil {
-			return written, err
-		}
-		written += n
-		p = p[n:]
-	}
-	return written, nil
-}
+// dataWriter writes what it is given as frames of type t on s.
+func dataWriter(s *stream_, t wire.FrameType) io.Writer { return wire.Writer{Send: s.frame, Type: t} }

@@ -199,7 +199,7 @@ func readFile(s *stream_, req wire.Request) {
 		// the client refuses.
 		src = io.LimitReader(f, req.Limit+1)
 	}
-	_, err = io.Copy(dataWriter{s, wire.FrameData}, src)
+	_, err = io.Copy(dataWriter(s, wire.FrameData), src)
 	end := ""
 	if err != nil {
 		end = err.Error()

@@ -104,11 +104,11 @@ func (a *Agent) run(s *stream_, req wire.Request) {
 			outputs.Add(1)
 			go func() {
 				defer outputs.Done()
-				_, _ = io.Copy(dataWriter{s, wire.FrameStdout}, terminal)
+				_, _ = io.Copy(dataWriter(s, wire.FrameStdout), terminal)
 			}()
 		}
 	} else {
-		cmd.Stdout, cmd.Stderr = dataWriter{s, wire.FrameStdout}, dataWriter{s, wire.FrameStderr}
+		cmd.Stdout, cmd.Stderr = dataWriter(s, wire.FrameStdout), dataWriter(s, wire.FrameStderr)
 		cmd.WaitDelay = outputDrain
 		var pipe io.WriteCloser
 		if pipe, err = cmd.StdinPipe(); err == nil {
@@ -122,7 +122,7 @@ func (a *Agent) run(s *stream_, req wire.Request) {
 		if startFailure(err) == 127 {
 			why = "command not found"
 		}
-		_, _ = dataWriter{s, wire.FrameStderr}.Write([]byte(req.Command[0] + ": " + why + "\n"))
+		_, _ = dataWriter(s, wire.FrameStderr).Write([]byte(req.Command[0] + ": " + why + "\n"))
 		_ = s.json(wire.FrameExit, wire.Exit{Code: startFailure(err)})
 		return
 	}
@@ -513,7 +513,7 @@ func (ps *processes) attach(s *stream_, req wire.Request, touch func()) {
 	for {
 		out, next, _, exited, changed := p.since(offset)
 		if len(out) > 0 {
-			if _, err := (dataWriter{s, wire.FrameStdout}).Write(out); err != nil {
+			if _, err := dataWriter(s, wire.FrameStdout).Write(out); err != nil {
 				return
 			}
 		}

@@ -138,6 +138,26 @@ func WriteFrame(w io.Writer, t FrameType, payload []byte) error {
 	return err
 }
 
+// Writer writes what it is given as frames of Type through Send, split to
+// fit MaxPayload: a process's output, a file's bytes.
+type Writer struct {
+	Send func(FrameType, []byte) error
+	Type FrameType
+}
+
+func (w Writer) Write(p []byte) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		n := min(len(p), MaxPayload)
+		if err := w.Send(w.Type, p[:n]); err != nil {
+			return written, err
+		}
+		written += n
+		p = p[n:]
+	}
+	return written, nil
+}
+
 // WriteJSON writes v as a frame of type t.
 func WriteJSON(w io.Writer, t FrameType, v any) error {
 	b, err := json.Marshal(v)
