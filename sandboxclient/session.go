@@ -312,3 +312,38 @@ func entryOf(f wire.FileInfo) FileInfo {
 	}
 	return info
 }
+
+// DefaultShell is the terminal session that `agentsandbox attach` and the
+// page's terminal make and reattach to when not named another.
+const DefaultShell = "shell"
+
+// Shell makes sure a login shell runs in the sandbox as the terminal
+// session id, starting one (at size, when given) unless it already runs;
+// resumed says it did. The CLI's attach and the page's terminal share it,
+// so a shell begun in one is continued in the other.
+func (s *Session) Shell(ctx context.Context, id string, size *wire.Size) (resumed bool, err error) {
+	running := func() (bool, error) {
+		list, err := s.Processes(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, p := range list {
+			if p.ID == id && p.Exited == nil {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	if resumed, err := running(); err != nil || resumed {
+		return resumed, err
+	}
+	_, err = s.Start(ctx, session.StartOptions{Name: id, Command: []string{"sh", "-c", LoginShell}, TTY: true, Size: size})
+	if err != nil {
+		// Another client may have started it between the list and the start.
+		if again, listErr := running(); listErr == nil && again {
+			return true, nil
+		}
+		return false, err
+	}
+	return false, nil
+}

@@ -16,10 +16,6 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/session/wire"
 )
 
-// defaultTerminal is the terminal session attach makes and reattaches to
-// when it is not named one.
-const defaultTerminal = "shell"
-
 // detachKey is the byte that detaches from a terminal session: Ctrl-].
 const detachKey = 0x1d
 
@@ -29,7 +25,8 @@ func newAttachCommand() *cobra.Command {
 		Use:   "attach NAME [SESSION]",
 		Short: "Attach to a terminal in your sandbox that outlives the connection (Ctrl-] detaches)",
 		Long: `Attach to a named terminal session in the sandbox, or to a process started with
-exec --detach. Without SESSION it is "` + defaultTerminal + `", a login shell made at the first attach.
+exec --detach. Without SESSION it is "` + sandboxclient.DefaultShell + `", a login shell made at the first attach
+(the page's terminal is the same shell).
 What the session printed while nobody was attached is shown first. Ctrl-] detaches,
 as does a dropped connection: the session runs on, and attach reattaches.
 It needs the sandbox agent in the sandbox's pod.`,
@@ -44,7 +41,7 @@ It needs the sandbox agent in the sandbox's pod.`,
 			if err != nil {
 				return err
 			}
-			id := defaultTerminal
+			id := sandboxclient.DefaultShell
 			if len(args) == 2 {
 				id = args[1]
 			}
@@ -73,7 +70,7 @@ func attach(cmd *cobra.Command, s *sandboxclient.Session, id string, makeShell b
 		opts.Size, opts.Resize = size, sandboxclient.Sizes(t.sizes)
 	}
 	if makeShell {
-		if err := ensureShell(ctx, s, id, size); err != nil {
+		if _, err := s.Shell(ctx, id, size); err != nil {
 			return err
 		}
 	}
@@ -96,22 +93,6 @@ func attach(cmd *cobra.Command, s *sandboxclient.Session, id string, makeShell b
 		return &exitError{code: exit.Code}
 	}
 	return nil
-}
-
-// ensureShell starts the default login shell unless a session of that
-// name runs.
-func ensureShell(ctx context.Context, s *sandboxclient.Session, id string, size *wire.Size) error {
-	list, err := s.Processes(ctx)
-	if err != nil {
-		return err
-	}
-	for _, p := range list {
-		if p.ID == id && p.Exited == nil {
-			return nil
-		}
-	}
-	_, err = s.Start(ctx, session.StartOptions{Name: id, Command: []string{"sh", "-c", sandboxclient.LoginShell}, TTY: true, Size: size})
-	return err
 }
 
 // detachReader passes the terminal's input on until the detach key.

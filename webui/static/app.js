@@ -216,7 +216,12 @@ function openTerminal(name) {
       return;
     }
     const msg = JSON.parse(e.data);
-    if (msg.error) {
+    if (msg.session) {
+      // The agent's terminal session: it outlives this socket.
+      $("terminal-status").textContent = msg.resumed
+        ? `connected: resumed "${msg.session}", which kept running (closing leaves it running; exit ends it)`
+        : `connected: "${msg.session}" (closing leaves it running; exit ends it)`;
+    } else if (msg.error) {
       $("terminal-status").textContent = `refused: ${msg.error}`;
       term.write(`\r\n\x1b[31m${msg.error}\x1b[0m\r\n`);
     } else if (msg.exit !== undefined) {
@@ -224,7 +229,7 @@ function openTerminal(name) {
     }
   });
   socket.addEventListener("close", () => {
-    if ($("terminal-status").textContent === "connected") $("terminal-status").textContent = "disconnected";
+    if ($("terminal-status").textContent.startsWith("connected")) $("terminal-status").textContent = "disconnected";
   });
   term.onData((data) => {
     if (socket.readyState === WebSocket.OPEN) socket.send(encoder.encode(data));
