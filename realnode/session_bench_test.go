@@ -26,7 +26,8 @@ const sequentialCommands = 100
 // the call to its exit status) through the kept session with the sandbox's
 // agent against a plain exec (API server, kubelet, runtime: what every
 // command cost before the agent), in the same sandbox, and reports the
-// agent daemon's resident memory in the idle sandbox.
+// agent daemon's resident memory in the idle sandbox. The floor is
+// starting `true` from inside the sandbox, with no protocol at all.
 func BenchmarkSessionCommand(b *testing.B) {
 	for _, handler := range handlers {
 		b.Run(handler, func(b *testing.B) {
@@ -85,11 +86,36 @@ func BenchmarkSessionCommand(b *testing.B) {
 			b.ReportMetric(plainP50, "exec-p50-ms")
 			b.ReportMetric(percentile(plainRuns, 0.99), "exec-p99-ms")
 			b.ReportMetric(plainP50/sessionP50, "exec/session")
+			floor := e.spawnFloorMs(b, sbx.Name)
+			b.ReportMetric(floor, "spawn-floor-p50-ms")
+			b.ReportMetric(sessionP50/floor, "session/floor")
 			b.ReportMetric(float64(sessionWall.Milliseconds())/float64(b.N), "session-100-ms")
 			b.ReportMetric(float64(plainWall.Milliseconds())/float64(b.N), "exec-100-ms")
 			b.ReportMetric(e.agentRSSMiB(b, sbx.Name), "agent-MiB")
 		})
 	}
+}
+
+// spawnFloorMs is the p50 of starting `true` and waiting for it from a
+// process already in the sandbox (Python's subprocess, which forks and
+// execs as the agent does): what a command costs in this runtime before
+// any protocol, the floor of a command through the session.
+func (e env) spawnFloorMs(b testing.TB, name string) float64 {
+	out := e.python(b, name, `
+import subprocess, time
+runs = []
+for _ in range(`+strconv.Itoa(sequentialCommands)+`):
+    start = time.perf_counter()
+    subprocess.run(["true"])
+    runs.append(time.perf_counter() - start)
+runs.sort()
+print(runs[len(runs) // 2] * 1000)
+`)
+	ms, err := strconv.ParseFloat(strings.TrimSpace(out), 64)
+	if err != nil {
+		b.Fatalf("the spawn floor: %q", out)
+	}
+	return ms
 }
 
 // agentRSSMiB is the resident memory of the agent's daemon in the sandbox,

@@ -215,6 +215,7 @@ os.remove("/workspace/w/deep/f")
 	})
 
 	t.Run("the page's terminal resumes after a reload", func(t *testing.T) { e.checkPageTerminal(t, sbx) })
+	t.Run("a directory copies both ways", func(t *testing.T) { e.checkCopyDir(t, sbx) })
 
 	t.Run("only the owner opens one", func(t *testing.T) {
 		bob, err := sandboxclient.New(e.cluster.Developers(t, "bob")[0].Config)

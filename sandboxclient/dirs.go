@@ -15,7 +15,8 @@ import (
 	"strings"
 )
 
-// Directories move as tar archives: `tar` in the sandbox, archive/tar here.
+// Without the agent (dirs_agent.go), directories move as tar archives:
+// `tar` in the sandbox, archive/tar here.
 // Both directions guard against an archive that tries to leave its
 // directory, and the local side writes only through an os.Root, which
 // refuses to follow a link out of the destination.
@@ -48,10 +49,12 @@ const tarRecord = 10240
 
 // CopyDirFrom copies the workspace directory dir, recursively, into the
 // local directory dst (created when missing; files of the same name are
-// replaced). Symbolic links that would point outside dst, hard links and
-// special files are skipped and returned. opts.Limit caps the total size.
+// replaced). Symbolic links that would point outside dst and special files
+// are skipped and returned, as are hard links where the pod has no agent
+// (through the agent a hard link arrives as a file of its own). opts.Limit
+// caps the total size.
 func (c *Client) CopyDirFrom(ctx context.Context, name, dir, dst string, opts FileOptions) (skipped []string, err error) {
-	t, abs, err := c.resolveFile(ctx, name, dir, "read files of")
+	s, t, abs, err := c.fileOr(ctx, name, dir, "read files of")
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +66,9 @@ func (c *Client) CopyDirFrom(ctx context.Context, name, dir, dst string, opts Fi
 		return nil, err
 	}
 	defer func() { _ = root.Close() }()
+	if s != nil {
+		return s.copyDirFrom(ctx, dir, abs, root, opts.limit())
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pr, pw := io.Pipe()
@@ -117,10 +123,12 @@ func extract(r io.Reader, root *os.Root, limit int64) ([]string, error) {
 			if total += hdr.Size; total > limit {
 				return skipped, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
 			}
-			err = writeEntry(root, name, mode, tr)
+			err = writeEntry(root, name, mode, func(w io.Writer) error {
+				_, err := io.Copy(w, tr)
+				return err
+			})
 		case tar.TypeSymlink:
-			target := path.Join(path.Dir(name), hdr.Linkname)
-			if path.IsAbs(hdr.Linkname) || target == ".." || strings.HasPrefix(target, "../") {
+			if !linksInside(name, hdr.Linkname) {
 				skipped = append(skipped, name+" -> "+hdr.Linkname)
 				continue
 			}
@@ -146,7 +154,9 @@ func extract(r io.Reader, root *os.Root, limit int64) ([]string, error) {
 	return skipped, nil
 }
 
-func writeEntry(root *os.Root, name string, mode fs.FileMode, r io.Reader) error {
+// writeEntry makes (or truncates) the file name under root, its
+// directories too, and fills it.
+func writeEntry(root *os.Root, name string, mode fs.FileMode, fill func(io.Writer) error) error {
 	if err := root.MkdirAll(path.Dir(name), 0o755); err != nil {
 		return err
 	}
@@ -154,7 +164,7 @@ func writeEntry(root *os.Root, name string, mode fs.FileMode, r io.Reader) error
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(f, r)
+	err = fill(f)
 	if closeErr := f.Close(); err == nil {
 		err = closeErr
 	}
@@ -190,9 +200,12 @@ func (c *Client) CopyDirTo(ctx context.Context, name, src, dir string, opts File
 	if total > opts.limit() {
 		return fmt.Errorf("%w: %s holds %d bytes, more than the limit of %d", ErrTooLarge, src, total, opts.limit())
 	}
-	t, abs, err := c.resolveFile(ctx, name, dir, "write files to")
+	s, t, abs, err := c.fileOr(ctx, name, dir, "write files to")
 	if err != nil {
 		return err
+	}
+	if s != nil {
+		return s.copyDirTo(ctx, src, dir, abs, info.Mode().Perm())
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -252,18 +252,6 @@ func (c *Client) ListDir(ctx context.Context, name, dir string) ([]DirEntry, err
 	return entries, nil
 }
 
-func (c *Client) resolveFile(ctx context.Context, name, file, action string) (*target, string, error) {
-	t, err := c.resolve(ctx, name, action)
-	if err != nil {
-		return nil, "", err
-	}
-	abs, err := workspacePath(t.workspace, file)
-	if err != nil {
-		return nil, "", err
-	}
-	return t, abs, nil
-}
-
 // runScript runs one of the file scripts with the workspace and args as
 // its positional parameters and turns its exit code into an error; shown is
 // the path as the caller wrote it.

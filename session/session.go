@@ -504,6 +504,12 @@ func (s *Session) Chmod(ctx context.Context, path string, mode fs.FileMode) erro
 	return err
 }
 
+// Symlink makes a symbolic link at link holding target.
+func (s *Session) Symlink(ctx context.Context, target, link string) error {
+	_, err := s.call(ctx, wire.Request{Op: wire.OpSymlink, Root: s.root, Path: link, Target: target})
+	return err
+}
+
 // Watch calls each with every change under dir, nested directories
 // included, until ctx ends (then it returns nil) or each returns false.
 func (s *Session) Watch(ctx context.Context, dir string, each func(wire.Event) bool) error {

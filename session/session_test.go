@@ -514,6 +514,18 @@ func TestRootConfinesFileOperations(t *testing.T) {
 			t.Errorf("wrote %s, outside the root", path)
 		}
 	}
+	if err := s.Symlink(c, outside, "made"); err != nil {
+		t.Errorf("making a link inside the root: %v", err)
+	}
+	if st, err := s.Stat(c, "made"); err != nil || st.Link != outside || fs.FileMode(st.Mode)&fs.ModeSymlink == 0 {
+		t.Errorf("the link made: %+v, %v", st, err)
+	}
+	if _, _, err := s.ReadFile(c, "made/secret", io.Discard, 0); err == nil {
+		t.Error("read through a link the agent made, out of the root")
+	}
+	if err := s.Symlink(c, "x", "../elsewhere"); err == nil {
+		t.Error("made a link outside the root")
+	}
 	if err := s.Rename(c, "escape", "moved", false); err != nil {
 		t.Errorf("renaming the link itself, inside the root: %v", err)
 	}

@@ -263,6 +263,8 @@ func (a *Agent) handle(stream *yamux.Stream) {
 		s.reply(onFiles(req, rename(req)))
 	case wire.OpChmod:
 		s.reply(onFiles(req, chmod(req)))
+	case wire.OpSymlink:
+		s.reply(onFiles(req, symlink(req)))
 	case wire.OpWatch:
 		watch(s, req)
 	case wire.OpDial:

@@ -161,6 +161,15 @@ func chmod(req wire.Request) func(r *os.Root, path, _ string) (wire.Reply, error
 	}
 }
 
+func symlink(req wire.Request) func(r *os.Root, path, _ string) (wire.Reply, error) {
+	return func(r *os.Root, path, _ string) (wire.Reply, error) {
+		if req.Target == "" {
+			return wire.Reply{}, errors.New("a symbolic link needs a target")
+		}
+		return wire.Reply{}, r.Symlink(req.Target, path)
+	}
+}
+
 // readFile sends a regular file: a Reply with its information, its bytes
 // as Data frames, then End (with an error's text, if reading failed
 // midway).

@@ -233,6 +233,7 @@ const (
 	OpRemove   = "remove"   // remove a file or an empty directory (or a tree, with Recursive)
 	OpRename   = "rename"   // rename, refusing to replace unless Replace
 	OpChmod    = "chmod"    // change a file's permission bits
+	OpSymlink  = "symlink"  // make a symbolic link at Path holding Target
 	OpWatch    = "watch"    // Event frames for changes under a directory, recursively
 	OpDial     = "dial"     // after the Reply, the stream carries a TCP connection's bytes
 	OpActivity = "activity" // when the agent last served anything, and what runs now
@@ -267,6 +268,9 @@ type Request struct {
 	Replace   bool   `json:"replace,omitempty"`
 	Recursive bool   `json:"recursive,omitempty"`
 	Limit     int64  `json:"limit,omitempty"` // read: refuse a file larger than this (0: no limit)
+	// Target is a symbolic link's text (symlink); it is not checked
+	// against Root, which no later operation follows a link out of.
+	Target string `json:"target,omitempty"`
 	// Port is the TCP port on the sandbox's loopback to dial.
 	Port int `json:"port,omitempty"`
 }
