@@ -91,7 +91,7 @@ func (in *Sandbox) Readiness() Readiness {
 		return r
 	}
 	if ready := meta.FindStatusCondition(in.Status.Conditions, ReadyCondition); in.Status.Phase == SandboxPhaseFailed ||
-		ready != nil && (ready.Reason == ReasonUnschedulable || ready.Reason == ReasonPodNotStarting || ready.Reason == ReasonPolicyNotEnforced) {
+		ready != nil && (ready.Reason == ReasonUnschedulable || ready.Reason == ReasonPodNotStarting || ready.Reason == ReasonPolicyNotEnforced || ready.Reason == ReasonAgentNotInstalled) {
 		r.Failed = true
 	}
 	return r

@@ -101,6 +101,11 @@ const (
 	// does not enforce the policy for the pod, and the sandbox's code is
 	// never started. The message is the gate's; the kubelet retries it.
 	ReasonPolicyNotEnforced = "PolicyNotEnforced"
+	// ReasonAgentNotInstalled: the pod's init container could not copy the
+	// sandbox agent (package session) into the pod, so the sandbox's code
+	// is not started: its gate image lacks the agent, or the volume is
+	// full. The message is the init container's; the kubelet retries it.
+	ReasonAgentNotInstalled = "AgentNotInstalled"
 	// ReasonDeleting: the Sandbox is deleted and its pod is going.
 	ReasonDeleting = "Deleting"
 	// ReasonTerminationStuck: the sandbox's pod has been terminating for

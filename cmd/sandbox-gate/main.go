@@ -53,7 +53,7 @@ func main() {
 	flag.Parse()
 	if *install != "" {
 		if err := installAgent(*install); err != nil {
-			fail("AgentNotInstalled: " + err.Error())
+			fail("AgentNotInstalled: " + err.Error()) // v1.ReasonAgentNotInstalled, without the API package in this small binary
 		}
 		if *host == "" {
 			return

@@ -49,8 +49,8 @@ func phaseOf(o observed) (phase v1.SandboxPhase, ready bool, reason, message str
 		}
 		return v1.SandboxPhaseRunning, true, v1.ReasonPodReady, message
 	default:
-		if why := gateRefused(o.pod); why != "" {
-			return v1.SandboxPhaseStarting, false, v1.ReasonPolicyNotEnforced, why
+		if reason, why := gateRefused(o.pod); why != "" {
+			return v1.SandboxPhaseStarting, false, reason, why
 		}
 		if failing := containerFailing(o.pod); failing != "" {
 			return v1.SandboxPhaseStarting, false, v1.ReasonContainerFailing, failing
@@ -96,19 +96,24 @@ func containerFailing(pod *corev1.Pod) string {
 }
 
 // gateRefused is the egress gate's word when it ended without finding the
-// pod's egress policy enforced (its termination message), or "".
-func gateRefused(pod *corev1.Pod) string {
+// pod's egress policy enforced or without installing the agent (its
+// termination message, which begins with the reason), or "".
+func gateRefused(pod *corev1.Pod) (reason, why string) {
 	for _, c := range pod.Status.InitContainerStatuses {
 		if c.Name != environment.GateName || c.State.Terminated != nil && c.State.Terminated.ExitCode == 0 {
 			continue // a gate that passed, on its last try
 		}
 		for _, t := range []*corev1.ContainerStateTerminated{c.State.Terminated, c.LastTerminationState.Terminated} {
 			if t != nil && t.ExitCode != 0 {
-				return fmt.Sprintf("the sandbox's code was not started: %s (the gate exited %d; the kubelet retries it)", strings.TrimSpace(t.Message), t.ExitCode)
+				reason = v1.ReasonPolicyNotEnforced
+				if strings.HasPrefix(t.Message, v1.ReasonAgentNotInstalled+":") {
+					reason = v1.ReasonAgentNotInstalled
+				}
+				return reason, fmt.Sprintf("the sandbox's code was not started: %s (the gate exited %d; the kubelet retries it)", strings.TrimSpace(t.Message), t.ExitCode)
 			}
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // gateWaiting tells whether the egress gate runs, and since when.

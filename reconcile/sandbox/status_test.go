@@ -171,7 +171,8 @@ func podWith(conditions ...corev1.PodCondition) *corev1.Pod {
 
 // A gate that found the egress policy unenforced stops the start with its
 // own words (PolicyNotEnforced), on its first failure and while the
-// kubelet retries it; a gate that passed on a retry says nothing.
+// kubelet retries it; a gate that passed on a retry says nothing; one that
+// could not install the agent says AgentNotInstalled.
 func TestGateRefusalReachesTheStatus(t *testing.T) {
 	refused := &corev1.ContainerStateTerminated{ExitCode: 1, Message: "PolicyNotEnforced: 10.244.0.1:10250, which the sandbox's NetworkPolicy denies, was still reachable after 30s"}
 	cases := []struct {
@@ -184,6 +185,8 @@ func TestGateRefusalReachesTheStatus(t *testing.T) {
 		{"backing off after a refusal", corev1.ContainerStatus{State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}, LastTerminationState: corev1.ContainerState{Terminated: refused}}, v1.ReasonPolicyNotEnforced},
 		{"passed on a retry", corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, FinishedAt: metav1.Now()}}, LastTerminationState: corev1.ContainerState{Terminated: refused}}, v1.ReasonPodStarting},
 		{"waiting", corev1.ContainerStatus{State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}, v1.ReasonPodStarting},
+		{"no agent to install", corev1.ContainerStatus{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1,
+			Message: "AgentNotInstalled: open /agentsandbox-agent: no such file or directory"}}}, v1.ReasonAgentNotInstalled},
 	}
 	// Long after scheduling, with an old warning of the node's: the gate's
 	// own 30 s decide, not NotTransient.
