@@ -8,8 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/util/exec"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/session/wire"
 )
 
 func TestWorkspacePath(t *testing.T) {
@@ -129,5 +132,25 @@ func TestExtractStaysInside(t *testing.T) {
 				t.Fatalf("the archive wrote outside the destination: %v (err %v)", entries, err)
 			}
 		})
+	}
+}
+
+// TestSizesKeepsTheLatest: sizes pushed while nobody reads replace one
+// another instead of holding up the queue's reader, and the channel closes
+// with the queue.
+func TestSizesKeepsTheLatest(t *testing.T) {
+	q := NewTerminalSizes()
+	sizes := Sizes(q)
+	for cols := uint32(80); cols <= 83; cols++ {
+		q.Push(cols, 24)
+		time.Sleep(10 * time.Millisecond) // the goroutine takes each from the queue
+	}
+	q.Close()
+	var got []wire.Size
+	for size := range sizes {
+		got = append(got, size)
+	}
+	if len(got) != 1 || got[0] != (wire.Size{Cols: 83, Rows: 24}) {
+		t.Errorf("sizes read after four pushes: %+v, want only the last, 83x24", got)
 	}
 }

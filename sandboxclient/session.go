@@ -56,7 +56,9 @@ func (c *Client) Session(ctx context.Context, name string) (*Session, error) {
 }
 
 // Sizes turns a terminal's size queue into the channel the session's
-// commands and attaches follow; it closes when the queue ends.
+// commands and attaches follow; it closes when the queue ends. A size not
+// yet taken is replaced by a newer one, so a command that ended (and reads
+// no more) never holds the queue's reader up.
 func Sizes(q remotecommand.TerminalSizeQueue) <-chan wire.Size {
 	if q == nil {
 		return nil
@@ -65,7 +67,17 @@ func Sizes(q remotecommand.TerminalSizeQueue) <-chan wire.Size {
 	go func() {
 		defer close(sizes)
 		for size := q.Next(); size != nil; size = q.Next() {
-			sizes <- wire.Size{Cols: size.Width, Rows: size.Height}
+			latest := wire.Size{Cols: size.Width, Rows: size.Height}
+			select {
+			case sizes <- latest:
+			default:
+				// The only sender: once the stale size is out, there is room.
+				select {
+				case <-sizes:
+				default:
+				}
+				sizes <- latest
+			}
 		}
 	}()
 	return sizes
