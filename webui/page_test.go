@@ -212,8 +212,8 @@ func TestSomeoneElsesSandboxIsRefused(t *testing.T) {
 	b.click(row("sandbox", sbx.Name) + ` button[data-action=terminal]`)
 	b.wait("the terminal refused", `document.getElementById("terminal-status").textContent.startsWith("refused:")`, 20*time.Second)
 	status := eval[string](b, `document.getElementById("terminal-status").textContent`)
-	if !strings.Contains(status, "may not exec in sandbox "+sbx.Name) || !strings.Contains(status, "not its owner ("+alice.Name+")") {
-		t.Errorf("terminal status %q does not say bob may not exec into alice's sandbox", status)
+	if !strings.Contains(status, "may not connect to sandbox "+sbx.Name) || !strings.Contains(status, "not its owner ("+alice.Name+")") {
+		t.Errorf("terminal status %q does not say bob may not connect to alice's sandbox", status)
 	}
 	b.screenshot("refused")
 
