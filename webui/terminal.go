@@ -108,7 +108,7 @@ func (s *Server) openTerminal(w http.ResponseWriter, r *http.Request) {
 }
 
 // resumeShell attaches to the sandbox's default shell, starting it when it
-// does not run, told is told whether it resumed one. The exit is nil when
+// does not run; told hears whether it resumed one. The exit is nil when
 // ctx ended first: the shell runs on.
 func resumeShell(ctx context.Context, sess *sandboxclient.Session, stdin io.Reader, out io.Writer, sizes *sandboxclient.TerminalSizes, told func(resumed bool) error) (*int, error) {
 	resumed, err := sess.Shell(ctx, sandboxclient.DefaultShell, nil)
