@@ -83,13 +83,19 @@ func (s *Session) copyDirFrom(ctx context.Context, shown, abs string, root *os.R
 	if err != nil {
 		cancel()
 	}
-	if filesErr := g.Wait(); err == nil {
-		err = filesErr
-	}
-	if err != nil {
+	if err = firstCause(err, g.Wait()); err != nil {
 		return skipped, fmt.Errorf("copying %s: %w", shown, err)
 	}
 	return skipped, nil
+}
+
+// firstCause is the error that stopped a copy: the walk's, unless the walk
+// only stopped because a file's failure cancelled it.
+func firstCause(walkErr, filesErr error) error {
+	if walkErr == nil || errors.Is(walkErr, context.Canceled) && filesErr != nil {
+		return filesErr
+	}
+	return walkErr
 }
 
 // linksInside tells whether the link name holding target stays inside the
@@ -169,9 +175,7 @@ func (s *Session) copyDirTo(ctx context.Context, src, shown, abs string, perm fs
 	if err != nil {
 		cancel()
 	}
-	if filesErr := g.Wait(); err == nil {
-		err = filesErr
-	}
+	err = firstCause(err, g.Wait())
 	for i := len(dirs) - 1; i >= 0 && err == nil; i-- {
 		err = s.Chmod(ctx, dirs[i].path, dirs[i].mode)
 	}

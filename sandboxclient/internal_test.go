@@ -3,6 +3,7 @@ package sandboxclient
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -152,5 +153,24 @@ func TestSizesKeepsTheLatest(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != (wire.Size{Cols: 83, Rows: 24}) {
 		t.Errorf("sizes read after four pushes: %+v, want only the last, 83x24", got)
+	}
+}
+
+// TestFirstCause: a copy reports the failure that stopped it, not the
+// cancellation that failure caused in the walk.
+func TestFirstCause(t *testing.T) {
+	walk, file := errors.New("walk failed"), errors.New("file failed")
+	cancelled := fmt.Errorf("mkdir: %w", context.Canceled)
+	for _, tc := range []struct{ walk, files, want error }{
+		{nil, nil, nil},
+		{walk, nil, walk},
+		{nil, file, file},
+		{walk, context.Canceled, walk},
+		{cancelled, file, file},
+		{cancelled, nil, cancelled},
+	} {
+		if got := firstCause(tc.walk, tc.files); got != tc.want {
+			t.Errorf("firstCause(%v, %v) = %v, want %v", tc.walk, tc.files, got, tc.want)
+		}
 	}
 }
