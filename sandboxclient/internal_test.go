@@ -169,7 +169,7 @@ func TestFirstCause(t *testing.T) {
 		{cancelled, file, file},
 		{cancelled, nil, cancelled},
 	} {
-		if got := firstCause(tc.walk, tc.files); got != tc.want {
+		if got := firstCause(tc.walk, tc.files); !errors.Is(got, tc.want) {
 			t.Errorf("firstCause(%v, %v) = %v, want %v", tc.walk, tc.files, got, tc.want)
 		}
 	}
