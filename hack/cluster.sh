@@ -72,6 +72,13 @@ metadata:
     type: kwok
     agentsandbox.dev/node-group: ${group}
 status:
+  # Both kinds of address, so that kwok's node-initialize stage never
+  # writes the list: it runs again whenever the node lifecycle controller
+  # marks the node NotReady (its heartbeats lapse while a test keeps the
+  # API server down), and for a node lacking either kind it writes an
+  # empty list, after which nothing can exec into, forward to or read the
+  # logs of the node's pods ("no preferred addresses found").
+  addresses: [{type: InternalIP, address: 127.0.0.1}, {type: Hostname, address: localhost}]
   allocatable: {cpu: "32", memory: 256Gi, pods: "500", ephemeral-storage: 1Ti}
   capacity: {cpu: "32", memory: 256Gi, pods: "500", ephemeral-storage: 1Ti}
   nodeInfo: {architecture: amd64, operatingSystem: linux, kubeletVersion: fake, kubeProxyVersion: fake}
