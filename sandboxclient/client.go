@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,8 +39,12 @@ type Client struct {
 
 	// Notices, when set, hears once per pod that a sandbox has no agent
 	// and its operations go through plain exec.
-	Notices  io.Writer
+	Notices io.Writer
+	// Waking, when set, hears the progress of a sandbox stopped for
+	// idleness that an operation wakes before it goes on (WakeTimeout).
+	Waking   func(Progress)
 	sessions sessions
+	activity activity
 }
 
 // New returns a client that acts with the credentials of cfg.
@@ -118,7 +123,8 @@ func (c *Client) Stop(ctx context.Context, name string) error {
 	return c.setState(ctx, name, v1.SandboxStopped)
 }
 
-// Start asks for a stopped sandbox to run again; see Stop.
+// Start asks for a stopped sandbox to run again; see Stop. It counts as a
+// use of the sandbox, so it also starts one stopped for idleness.
 func (c *Client) Start(ctx context.Context, name string) error {
 	return c.setState(ctx, name, v1.SandboxRunning)
 }
@@ -126,7 +132,12 @@ func (c *Client) Start(ctx context.Context, name string) error {
 func (c *Client) setState(ctx context.Context, name string, state v1.SandboxState) error {
 	sbx := &v1.Sandbox{}
 	sbx.Name = name
-	patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"spec":{"state":%q}}`, state))
+	body := fmt.Appendf(nil, `{"spec":{"state":%q}}`, state)
+	if state == v1.SandboxRunning {
+		body = fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}},"spec":{"state":%q}}`,
+			v1.AnnotationLastActivity, time.Now().UTC().Format(time.RFC3339Nano), state)
+	}
+	patch := client.RawPatch(types.MergePatchType, body)
 	if err := c.client.Patch(ctx, sbx, patch); err != nil {
 		return c.explain(ctx, name, "change", err)
 	}

@@ -56,6 +56,7 @@ func (c *Client) Exec(ctx context.Context, name string, opts ExecOptions) (int, 
 	if len(opts.Command) == 0 {
 		return -1, errors.New("no command given")
 	}
+	defer c.InUse(name)()
 	s, t, err := c.sessionOr(ctx, name, "exec in")
 	if err != nil {
 		return -1, err

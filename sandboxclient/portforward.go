@@ -109,7 +109,11 @@ func (c *Client) DialPort(ctx context.Context, name string, port uint16) (io.Rea
 		return nil, err
 	}
 	if s != nil {
-		return s.Dial(ctx, int(port))
+		conn, err := s.Dial(ctx, int(port))
+		if err != nil {
+			return nil, err
+		}
+		return &usedConn{ReadWriteCloser: conn, done: c.InUse(name)}, nil
 	}
 	dialer, err := c.portForwardDialer(t)
 	if err != nil {
@@ -140,7 +144,19 @@ func (c *Client) DialPort(ctx context.Context, name string, port uint16) (io.Rea
 	}
 	pc := &portConn{data: data, conn: conn, watched: make(chan struct{})}
 	go pc.watch(errorStream, fmt.Sprintf("sandbox %s port %d", name, port))
-	return pc, nil
+	return &usedConn{ReadWriteCloser: pc, done: c.InUse(name)}, nil
+}
+
+// usedConn is a forwarded connection that counts as a use of its sandbox
+// until it is closed (Client.InUse).
+type usedConn struct {
+	io.ReadWriteCloser
+	done func()
+}
+
+func (u *usedConn) Close() error {
+	u.done()
+	return u.ReadWriteCloser.Close()
 }
 
 // portConn is one forwarded connection. The node ends the error stream
@@ -244,6 +260,7 @@ func (s *Session) accept(ctx context.Context, l net.Listener, port uint16, out i
 		}
 		go func() {
 			defer func() { _ = conn.Close() }()
+			defer s.inUse()()
 			_, _ = fmt.Fprintf(out, "Handling connection for %d\n", port)
 			remote, err := s.Dial(ctx, int(port))
 			if err != nil {

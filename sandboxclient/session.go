@@ -27,6 +27,9 @@ type Session struct {
 	// Sandbox is the sandbox's name, Workspace its workspace's mount path.
 	Sandbox, Workspace string
 	pod                types.UID
+	// inUse is the client's InUse for this sandbox: a forwarded
+	// connection counts as a use while it lasts.
+	inUse func() (done func())
 }
 
 // ErrNoAgent is a sandbox whose pod has no agent: made by a reconciler
@@ -119,7 +122,9 @@ func (c *Client) openSession(t *target) (*Session, error) {
 		}
 		return nil, fmt.Errorf("opening a session with sandbox %s: %w", t.sandbox.Name, err)
 	}
-	return &Session{Session: s.WithRoot(t.workspace), Sandbox: t.sandbox.Name, Workspace: t.workspace, pod: t.running.UID}, nil
+	name := t.sandbox.Name
+	return &Session{Session: s.WithRoot(t.workspace), Sandbox: name, Workspace: t.workspace, pod: t.running.UID,
+		inUse: func() func() { return c.InUse(name) }}, nil
 }
 
 // relayEnded says why the exec of the agent's relay ended.
@@ -197,6 +202,7 @@ func (c *Client) sessionOr(ctx context.Context, name, action string) (*Session, 
 		select {
 		case <-s.Done():
 		default:
+			c.used(name)
 			return s, nil, nil
 		}
 	}

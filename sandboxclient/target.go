@@ -25,7 +25,8 @@ type target struct {
 	workspace string
 }
 
-// resolve finds the sandbox's running pod. It reads the sandbox and then the
+// resolve finds the sandbox's running pod, waking the sandbox first when it
+// stopped for idleness (see Client.Waking). It reads the sandbox and then the
 // pod as the caller, so that a missing sandbox, a stopped one and someone
 // else's each give their own clear error before any stream is opened (the
 // owner's RoleBinding grants pod reads together with exec and
@@ -35,6 +36,13 @@ func (c *Client) resolve(ctx context.Context, name, action string) (*target, err
 	if err != nil {
 		return nil, c.explain(ctx, name, action, err)
 	}
+	c.observe(sbx)
+	if sbx.IdleStopped() && sbx.Spec.State == v1.SandboxRunning {
+		if sbx, err = c.wake(ctx, sbx); err != nil {
+			return nil, err
+		}
+	}
+	c.used(name)
 	notReady := &NotReadyError{Name: name, Phase: sbx.Status.Phase, Message: conditions.GetMessage(sbx, v1.ReadyCondition)}
 	if sbx.Status.Phase != v1.SandboxPhaseRunning || sbx.Status.PodName == "" || sbx.Status.Namespace == "" {
 		return nil, notReady

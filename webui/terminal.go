@@ -85,6 +85,7 @@ func (s *Server) openTerminal(w http.ResponseWriter, r *http.Request) {
 	sess, err := s.sdk.Session(ctx, name)
 	switch {
 	case err == nil:
+		defer s.sdk.InUse(name)()
 		exit, err = resumeShell(ctx, sess, stdin, out, sizes, func(resumed bool) error {
 			return sendControl(ctx, conn, control{Session: sandboxclient.DefaultShell, Resumed: resumed})
 		})

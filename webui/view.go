@@ -113,6 +113,12 @@ type sandboxRow struct {
 	Ready                                   v1.Readiness
 	Created                                 metav1.Time
 	Expires                                 *metav1.Time
+	// Idle is the idle stop that applies (nil without an idle timeout),
+	// LastUsed the last use the reconciler knows of; IdleStopped says it
+	// stopped for idleness.
+	Idle        *v1.IdleStatus
+	LastUsed    *metav1.Time
+	IdleStopped bool
 	// Mine: the caller owns it, so exec, SSH and the terminal are theirs.
 	Mine bool
 }
@@ -120,7 +126,7 @@ type sandboxRow struct {
 func newSandboxRow(s *v1.Sandbox, user string) sandboxRow {
 	row := sandboxRow{Name: s.Name, Owner: s.Spec.Owner, State: string(s.Spec.State), Phase: string(s.Status.Phase),
 		Launch: string(s.Status.LaunchType), Ready: s.Readiness(), Created: s.CreationTimestamp,
-		Expires: s.Status.ShutdownAt, Mine: user != "" && s.Spec.Owner == user}
+		Expires: s.Status.ShutdownAt, Idle: s.Status.Idle, LastUsed: s.Status.LastActivityAt, IdleStopped: s.IdleStopped(), Mine: user != "" && s.Spec.Owner == user}
 	switch {
 	case s.Spec.WarmPoolRef != nil:
 		row.From = "pool " + s.Spec.WarmPoolRef.Name

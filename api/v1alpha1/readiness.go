@@ -76,8 +76,9 @@ func MembersReady(pool *WarmPool) string {
 	return fmt.Sprintf("%d of %d members ready", pool.Status.ReadyReplicas, pool.DesiredReplicas())
 }
 
-// Readiness of a sandbox: Ready when it is to run, the Stopped phase when
-// it is declared stopped; a failed pod fails it, and so does a pod that
+// Readiness of a sandbox: Ready when it is to run (or stopped for
+// idleness, until a client wakes it), the Stopped phase when it is
+// declared stopped; a failed pod fails it, and so does a pod that
 // has found no node, or that its node has not started, for NotTransient:
 // whoever waits hears the scheduler's or the kubelet's reason then, not at
 // the end of a timeout.
@@ -89,6 +90,12 @@ func (in *Sandbox) Readiness() Readiness {
 	r := conditionReadiness(in.Generation, in.Status.ObservedGeneration, in.Status.Conditions)
 	if !observed {
 		return r
+	}
+	if in.IdleStopped() && in.Status.Phase == SandboxPhaseStopped {
+		// Settled as declared: a Running sandbox nobody uses stops, and the
+		// next client that uses it starts it. Terraform and a GitSync's
+		// health check do not wait for a sandbox to be used.
+		return Readiness{Ready: true, Message: r.Message}
 	}
 	if ready := meta.FindStatusCondition(in.Status.Conditions, ReadyCondition); in.Status.Phase == SandboxPhaseFailed ||
 		ready != nil && (ready.Reason == ReasonUnschedulable || ready.Reason == ReasonPodNotStarting || ready.Reason == ReasonPolicyNotEnforced || ready.Reason == ReasonAgentNotInstalled) {

@@ -68,12 +68,22 @@ const (
 	// ReasonNamespaceTerminating: the namespace of an earlier sandbox of
 	// the same name is still being deleted; the new one starts in a new
 	// namespace once it is gone.
-	ReasonNamespaceTerminating     = "NamespaceTerminating"
-	ReasonPodReady                 = "PodReady"
-	ReasonPodStarting              = "PodStarting"
-	ReasonStopped                  = "Stopped"
-	ReasonStopping                 = "Stopping"
-	ReasonExpired                  = "Expired"
+	ReasonNamespaceTerminating = "NamespaceTerminating"
+	ReasonPodReady             = "PodReady"
+	ReasonPodStarting          = "PodStarting"
+	ReasonStopped              = "Stopped"
+	ReasonStopping             = "Stopping"
+	ReasonExpired              = "Expired"
+	// ReasonIdleTimeout: nobody used the sandbox for its idle timeout, so
+	// it was stopped (workspace kept). Using it through a client wakes it
+	// when status.idle.wakeOnConnect.
+	ReasonIdleTimeout = "IdleTimeout"
+	// ReasonWoken (an event): a client used a sandbox stopped for
+	// idleness, which starts it again.
+	ReasonWoken = "Woken"
+	// ReasonDeletedAfterStopped (an event): the sandbox stayed stopped for
+	// its template's lifecycle.deleteAfterStopped and was deleted.
+	ReasonDeletedAfterStopped      = "DeletedAfterStopped"
 	ReasonWarmPoolNotFound         = "WarmPoolNotFound"
 	ReasonEnvVarsInjectionRejected = "EnvVarsInjectionRejected"
 	ReasonPodFailed                = "PodFailed"

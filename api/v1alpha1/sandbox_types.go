@@ -61,6 +61,15 @@ type SandboxSpec struct {
 	// +optional
 	ShutdownPolicy ShutdownPolicy `json:"shutdownPolicy,omitempty"`
 
+	// IdleTimeout shortens the template's lifecycle.idleTimeout for this
+	// sandbox, e.g. 5m; a longer value than the template's is held to the
+	// template's (status.idle.timeout is the one that applies). Without an
+	// idleTimeout on the template it sets one.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +optional
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
+
 	// Env adds or overrides environment variables, as far as the template's
 	// envVarsInjectionPolicy allows. It forces a cold start.
 	// +kubebuilder:validation:MaxItems=64
@@ -149,12 +158,59 @@ type SandboxStatus struct {
 	// ShutdownAt is when the sandbox's lifetime ends, if it has one.
 	// +optional
 	ShutdownAt *metav1.Time `json:"shutdownAt,omitempty"`
+	// LastActivityAt is the last use of the sandbox the reconciler knows
+	// of: the latest of the clients' coarse activity record (annotation
+	// agentsandbox.dev/last-activity), the claim, and the last time it
+	// became Ready. It is updated at most as often as clients report, not
+	// for every command.
+	// +optional
+	LastActivityAt *metav1.Time `json:"lastActivityAt,omitempty"`
+	// Idle is the idle stop that applies, when the sandbox's lifecycle has
+	// an idleTimeout.
+	// +optional
+	Idle *IdleStatus `json:"idle,omitempty"`
+	// StoppedAt is when the sandbox last stopped (for any reason); cleared
+	// when it runs again.
+	// +optional
+	StoppedAt *metav1.Time `json:"stoppedAt,omitempty"`
+	// DeleteAt is when a stopped sandbox will be deleted
+	// (lifecycle.deleteAfterStopped after stoppedAt).
+	// +optional
+	DeleteAt *metav1.Time `json:"deleteAt,omitempty"`
 	// Conditions: Ready (pod Running, Ready and with an IP), Reconciling,
 	// Stalled.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// IdleStatus is the idle stop that applies to a sandbox.
+type IdleStatus struct {
+	// Timeout is the idle timeout in force: the template's, or the
+	// sandbox's shorter one.
+	Timeout metav1.Duration `json:"timeout"`
+	// StopAt is when the sandbox stops if nobody uses it before; unset
+	// while it is not Running.
+	// +optional
+	StopAt *metav1.Time `json:"stopAt,omitempty"`
+	// WakeOnConnect says whether clients may start the sandbox again
+	// when it stopped for idleness (the template's
+	// lifecycle.wakeOnConnect).
+	WakeOnConnect bool `json:"wakeOnConnect"`
+}
+
+// IdleStopped reports whether the sandbox is stopping or stopped because
+// nobody used it for its idle timeout (not by its owner, not at the end
+// of its lifetime): the stop a client may undo by using it
+// (AnnotationLastActivity), when status.idle.wakeOnConnect.
+func (in *Sandbox) IdleStopped() bool {
+	for _, c := range in.Status.Conditions {
+		if c.Type == ReadyCondition {
+			return c.Reason == ReasonIdleTimeout
+		}
+	}
+	return false
 }
 
 // Sandbox is one isolated environment in a namespace of its own, owned by

@@ -294,6 +294,36 @@ type Lifecycle struct {
 	// +kubebuilder:default=Stop
 	// +optional
 	ShutdownPolicy ShutdownPolicy `json:"shutdownPolicy,omitempty"`
+	// IdleTimeout stops a Running sandbox (workspace kept, reason
+	// IdleTimeout) when nobody has used it for this long, e.g. 15m. Use is
+	// what a person or an agent does through this project's clients: a
+	// command (for as long as it runs), a terminal session, a file
+	// operation, an SSH channel, a port-forward connection, the page's
+	// terminal, an MCP call. Unset, sandboxes never stop for idleness. A
+	// Sandbox may shorten it, never lengthen it.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +optional
+	IdleTimeout *metav1.Duration `json:"idleTimeout,omitempty"`
+	// WakeOnConnect lets a client that connects to a sandbox stopped for
+	// idleness (exec, attach, cp, ssh, port-forward, MCP, the page) start
+	// it again and wait for it, instead of failing. A sandbox its owner
+	// stopped is never woken. Default true.
+	// +optional
+	WakeOnConnect *bool `json:"wakeOnConnect,omitempty"`
+	// DeleteAfterStopped deletes a sandbox that has stayed stopped this long
+	// (for idleness, by its owner, or at the end of its lifetime), e.g. 72h.
+	// Unset, a stopped sandbox is kept until deleted.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +optional
+	DeleteAfterStopped *metav1.Duration `json:"deleteAfterStopped,omitempty"`
+}
+
+// WakesOnConnect reports whether clients may wake the lifecycle's
+// sandboxes when stopped for idleness: true unless WakeOnConnect is false.
+func (l *Lifecycle) WakesOnConnect() bool {
+	return l == nil || l.WakeOnConnect == nil || *l.WakeOnConnect
 }
 
 // SandboxTemplateStatus is the observed state of a SandboxTemplate.

@@ -92,6 +92,12 @@ const (
 	// AnnotationClaimedAt records on a claimed member when the claim
 	// happened, written by the claim itself at no extra cost.
 	AnnotationClaimedAt = "agentsandbox.dev/claimed-at"
+	// AnnotationLastActivity is the clients' coarse record of a sandbox's
+	// last use (RFC 3339, UTC), written by its owner's client at most once
+	// per quarter of the idle timeout (and never more than once a second)
+	// while the sandbox is used, never per command. A value later than an
+	// idle stop wakes the sandbox.
+	AnnotationLastActivity = "agentsandbox.dev/last-activity"
 	// AnnotationOwnedTaints records, on a node, the taints (key and effect) that
 	// its pool put there. It is written in the same request as the taints, so the
 	// record can never disagree with the node: a taint dropped from the pool's

@@ -41,6 +41,7 @@ It needs the sandbox agent in the sandbox's pod.`,
 			if err != nil {
 				return err
 			}
+			defer c.InUse(args[0])()
 			id := sandboxclient.DefaultShell
 			if len(args) == 2 {
 				id = args[1]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
@@ -121,12 +122,19 @@ func (f *clientFlags) kubeClient() (client.Client, error) {
 	return client.New(cfg, client.Options{Scheme: kubescheme.Scheme})
 }
 
+// client is the SDK as the flags' identity. An operation on a sandbox
+// stopped for idleness wakes it, with progress on stderr.
 func (f *clientFlags) client() (*sandboxclient.Client, error) {
 	cfg, err := f.config()
 	if err != nil {
 		return nil, err
 	}
-	return sandboxclient.New(cfg)
+	c, err := sandboxclient.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.Waking = progressPrinter(os.Stderr)
+	return c, nil
 }
 
 // outputFlag is -o for the commands that print sandboxes.
@@ -176,10 +184,11 @@ func (o *outputFlag) print(w io.Writer, single bool, sandboxes ...v1.Sandbox) er
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "NAME\tSTATE\tPHASE\tLAUNCH\tOWNER\tAGE")
+	_, _ = fmt.Fprintln(tw, "NAME\tSTATE\tPHASE\tLAUNCH\tOWNER\tAGE\tIDLE")
+	now := time.Now()
 	for _, s := range sandboxes {
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, orNone(string(s.Spec.State)), orNone(string(s.Status.Phase)),
-			orNone(string(s.Status.LaunchType)), s.Spec.Owner, duration.HumanDuration(time.Since(s.CreationTimestamp.Time)))
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, orNone(string(s.Spec.State)), orNone(string(s.Status.Phase)),
+			orNone(string(s.Status.LaunchType)), s.Spec.Owner, duration.HumanDuration(now.Sub(s.CreationTimestamp.Time)), orNone(sandboxclient.IdleSummary(&s, now)))
 	}
 	return tw.Flush()
 }

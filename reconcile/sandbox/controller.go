@@ -79,6 +79,9 @@ type Reconciler struct {
 	taken sync.Map
 	// created times sandboxes' creation for the time-to-Ready metric.
 	created creationClock
+	// wakes holds, by sandbox UID, when a client woke a sandbox stopped
+	// for idleness, until it is Ready again (the wake latency metric).
+	wakes sync.Map
 }
 
 // NewReconciler returns a Reconciler with the default blocked ranges.
@@ -191,7 +194,8 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) (ctrl.Resul
 
 	lt := lifetimeOf(sbx, res.template)
 	sbx.Status.ShutdownAt = lt.end
-	expired, left := lt.expired(time.Now())
+	now := time.Now()
+	expired, left := lt.expired(now)
 	if expired && lt.policy == v1.ShutdownPolicyDelete {
 		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, v1.ReasonExpired, "Delete", "lifetime ended at %s; deleting the sandbox", lt.end.UTC().Format(time.RFC3339))
 		return ctrl.Result{}, client.IgnoreNotFound(r.Delete(ctx, sbx))
@@ -199,6 +203,23 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) (ctrl.Resul
 	desired := sbx.Spec.State
 	if expired {
 		desired = v1.SandboxStopped
+	}
+	rule := idleRuleOf(sbx, res.template)
+	idle := false
+	if desired == v1.SandboxRunning {
+		var woken bool
+		idle, woken = rule.idleStop(sbx, now)
+		r.noteIdleTransition(sbx, rule, idle, woken, now)
+	}
+	if idle {
+		desired = v1.SandboxStopped
+	}
+	if deleteAt, due := rule.deletion(sbx, desired, now); due {
+		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, v1.ReasonDeletedAfterStopped, "Delete", "stopped since %s, longer than lifecycle.deleteAfterStopped (%s); deleting the sandbox",
+			sbx.Status.StoppedAt.UTC().Format(time.RFC3339), rule.deleteAfterStopped)
+		return ctrl.Result{}, client.IgnoreNotFound(r.Delete(ctx, sbx))
+	} else if deleteAt > 0 {
+		left = sooner(left, deleteAt)
 	}
 
 	namespace, justClaimed, err := r.placeSandbox(ctx, sbx, res)
@@ -247,10 +268,26 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) (ctrl.Resul
 		conditions.MarkFalse(sbx, v1.ReadyCondition, v1.ReasonPodFailed, "%v", err)
 		return ctrl.Result{}, err
 	}
-	o := observed{desired: desired, pod: pod, expired: expired, now: time.Now()}
+	o := observed{desired: desired, pod: pod, expired: expired, idle: idle, now: time.Now()}
 	o.nodeWord = r.lookAtNode(ctx, pod, o.now)
 	r.setStatus(sbx, namespace, o)
-	return ctrl.Result{RequeueAfter: sooner(left, nextLook(o))}, nil
+	rule.recordIdle(sbx, desired == v1.SandboxStopped, o.now)
+	return ctrl.Result{RequeueAfter: sooner(sooner(left, nextLook(o)), untilIdleStop(sbx, o.now))}, nil
+}
+
+// noteIdleTransition tells of a sandbox that stops for idleness now (an
+// event, the idle-stop counter) and remembers when one was woken, for the
+// wake latency observed when it is Ready again.
+func (r *Reconciler) noteIdleTransition(sbx *v1.Sandbox, rule idleRule, idle, woken bool, now time.Time) {
+	switch {
+	case idle && !sbx.IdleStopped():
+		idleStops.Inc()
+		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, v1.ReasonIdleTimeout, "Stop", "no use through a client since %s (idle timeout %s); stopping the sandbox, its workspace kept",
+			lastActivity(sbx, now).UTC().Format(time.RFC3339), rule.timeout)
+	case woken:
+		r.wakes.Store(sbx.UID, reportedActivity(sbx, now).Time)
+		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, v1.ReasonWoken, "Start", "used again after stopping for idleness (last changed by %s); starting the sandbox", sbx.Annotations[v1.AnnotationChangedBy])
+	}
 }
 
 // sooner is the shorter of two waits, where zero is no wait at all.
@@ -474,6 +511,9 @@ func (r *Reconciler) setStatus(sbx *v1.Sandbox, namespace string, o observed) {
 			now := time.Now()
 			if sbx.Status.ReadyAt == nil {
 				r.observeReady(sbx, now)
+			}
+			if wokenAt, ok := r.wakes.LoadAndDelete(sbx.UID); ok {
+				wakeLatency.Observe(now.Sub(wokenAt.(time.Time)).Seconds())
 			}
 			sbx.Status.ReadyAt = &metav1.Time{Time: now}
 		}

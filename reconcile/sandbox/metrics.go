@@ -20,8 +20,22 @@ var timeToReady = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 	Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300},
 }, []string{"launch_type"})
 
+// idleStops counts sandboxes stopped for idleness.
+var idleStops = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "agentsandbox_sandbox_idle_stops_total",
+	Help: "Sandboxes stopped because nobody used them for their lifecycle.idleTimeout.",
+})
+
+// wakeLatency is observed when a sandbox woken by a client after an idle
+// stop is Ready again: from the client's activity record that woke it.
+var wakeLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+	Name:    "agentsandbox_sandbox_wake_seconds",
+	Help:    "Time from a client's use of a sandbox stopped for idleness (its activity record) to the sandbox being Ready again.",
+	Buckets: []float64{0.25, 0.5, 1, 2, 3, 5, 10, 20, 30, 60, 120},
+})
+
 func init() {
-	metrics.Registry.MustRegister(timeToReady)
+	metrics.Registry.MustRegister(timeToReady, idleStops, wakeLatency)
 }
 
 func (r *Reconciler) observeReady(sbx *v1.Sandbox, readyAt time.Time) {

@@ -16,6 +16,8 @@ type observed struct {
 	desired v1.SandboxState
 	pod     *corev1.Pod
 	expired bool
+	// idle: the sandbox stops because nobody used it for its idle timeout.
+	idle bool
 	// nodeWord is the newest warning about a pod slow to start or stop,
 	// read only when it is (lookAtNode).
 	nodeWord *environment.NodeWord
@@ -29,7 +31,18 @@ func phaseOf(o observed) (phase v1.SandboxPhase, ready bool, reason, message str
 		if o.expired {
 			return v1.SandboxPhaseStopped, false, v1.ReasonExpired, "lifetime ended; the pod is gone and the workspace kept"
 		}
+		if o.idle {
+			return v1.SandboxPhaseStopped, false, v1.ReasonIdleTimeout, "stopped after its idle timeout without use; the workspace is kept, and using it through a client starts it again"
+		}
 		return v1.SandboxPhaseStopped, false, v1.ReasonStopped, "stopped; the workspace is kept and state Running starts it again"
+	case o.desired == v1.SandboxStopped && o.idle:
+		// The reason stays IdleTimeout while the pod goes, stuck or not: it
+		// is what keeps the sandbox stopped until a client wakes it.
+		message := "stopping after its idle timeout without use: deleting the pod"
+		if o.pod.DeletionTimestamp != nil {
+			_, message = stuckTerminating(o, v1.ReasonIdleTimeout, message)
+		}
+		return v1.SandboxPhaseStopping, false, v1.ReasonIdleTimeout, message
 	case o.desired == v1.SandboxStopped && o.pod.DeletionTimestamp != nil:
 		reason, message := stuckTerminating(o, v1.ReasonStopping, "deleting the pod")
 		return v1.SandboxPhaseStopping, false, reason, message

@@ -24,6 +24,8 @@ resource "agentsandbox_template" "python" {
         ports  = [{ port = 443 }]
       }]
     }
-    lifecycle = { ttl = "8h", shutdown_policy = "Stop" }
+    # Stopped (workspace kept) after 30 minutes without use; the next exec,
+    # ssh or attach starts it again. Deleted after three days stopped.
+    lifecycle = { ttl = "8h", shutdown_policy = "Stop", idle_timeout = "30m", delete_after_stopped = "72h" }
   }
 }

@@ -1,0 +1,77 @@
+package sandboxclient_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
+)
+
+// TestIdleStopAndWake: a command keeps a sandbox with an idle timeout
+// running for as long as it runs, though that is longer than the timeout;
+// unused, the sandbox stops; the next command wakes it, telling Waking,
+// and runs.
+func TestIdleStopAndWake(t *testing.T) {
+	t.Parallel()
+	alice := newUsers(t, "alice")[0]
+	tpl, _ := newTemplate(t)
+	admin := testcluster.Get(t).Client
+	ctx := context.Background()
+	patch := client.MergeFrom(tpl.DeepCopy())
+	tpl.Spec.Lifecycle = &v1.Lifecycle{IdleTimeout: &metav1.Duration{Duration: 3 * time.Second}}
+	if err := admin.Patch(ctx, tpl, patch); err != nil {
+		t.Fatal(err)
+	}
+	sbx := claim(t, alice, sandboxclient.ClaimOptions{Template: tpl.Name})
+	current := func() *v1.Sandbox {
+		t.Helper()
+		got, err := alice.client.Get(ctx, sbx.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	testcluster.Eventually(t, "the idle timeout in the status", func() (bool, string) {
+		got := current()
+		return got.Status.Idle != nil && got.Status.Idle.StopAt != nil, "no status.idle yet"
+	})
+
+	code, err := alice.client.Exec(ctx, sbx.Name, sandboxclient.ExecOptions{Command: []string{"sleep", "6"}})
+	if err != nil || code != 0 {
+		t.Fatalf("sleep 6: %d %v", code, err)
+	}
+	if got := current(); got.IdleStopped() || got.Status.Phase != v1.SandboxPhaseRunning {
+		t.Fatalf("a sandbox running a 6 s command stopped after its 3 s idle timeout: phase %s", got.Status.Phase)
+	}
+
+	testcluster.Eventually(t, "the unused sandbox stopped", func() (bool, string) {
+		got := current()
+		return got.IdleStopped() && got.Status.Phase == v1.SandboxPhaseStopped, "phase " + string(got.Status.Phase)
+	})
+	var mu sync.Mutex
+	var told []sandboxclient.Progress
+	alice.client.Waking = func(p sandboxclient.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		told = append(told, p)
+	}
+	var out bytes.Buffer
+	code, err = alice.client.Exec(ctx, sbx.Name, sandboxclient.ExecOptions{Command: []string{"echo", "awake"}, Stdout: &out})
+	if err != nil || code != 0 || strings.TrimSpace(out.String()) != "awake" {
+		t.Fatalf("exec in an idle-stopped sandbox: %d %v %q; want it woken and the command run", code, err, out.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) < 2 || !strings.Contains(told[0].Message, "waking") || told[len(told)-1].Phase != v1.SandboxPhaseRunning {
+		t.Errorf("the wake's progress: %+v; want a first word of waking and the sandbox Running at the end", told)
+	}
+}
