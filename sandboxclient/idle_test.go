@@ -3,6 +3,7 @@ package sandboxclient_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -73,5 +74,92 @@ func TestIdleStopAndWake(t *testing.T) {
 	defer mu.Unlock()
 	if len(told) < 2 || !strings.Contains(told[0].Message, "waking") || told[len(told)-1].Phase != v1.SandboxPhaseRunning {
 		t.Errorf("the wake's progress: %+v; want a first word of waking and the sandbox Running at the end", told)
+	}
+}
+
+// TestEachUseIsRecorded: each kind of operation records a use of a sandbox
+// with an idle timeout (file operations, logs, commands), a forwarded
+// connection keeps recording for as long as it is open, and a sandbox
+// without an idle timeout gets no record at all.
+func TestEachUseIsRecorded(t *testing.T) {
+	t.Parallel()
+	alice := newUsers(t, "alice")[0]
+	tpl, _ := newTemplate(t)
+	admin := testcluster.Get(t).Client
+	ctx := context.Background()
+	patch := client.MergeFrom(tpl.DeepCopy())
+	tpl.Spec.Lifecycle = &v1.Lifecycle{IdleTimeout: &metav1.Duration{Duration: 4 * time.Second}}
+	if err := admin.Patch(ctx, tpl, patch); err != nil {
+		t.Fatal(err)
+	}
+	sbx := claim(t, alice, sandboxclient.ClaimOptions{Template: tpl.Name})
+	recorded := func() time.Time {
+		t.Helper()
+		got, err := alice.client.Get(ctx, sbx.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, _ := time.Parse(time.RFC3339Nano, got.Annotations[v1.AnnotationLastActivity])
+		return at
+	}
+	testcluster.Eventually(t, "the idle timeout in the status", func() (bool, string) {
+		got, err := alice.client.Get(ctx, sbx.Name)
+		return err == nil && got.Status.Idle != nil, "no status.idle yet"
+	})
+	uses := []struct {
+		name string
+		use  func() error
+	}{
+		{"write a file", func() error {
+			return alice.client.WriteFile(ctx, sbx.Name, "used.txt", strings.NewReader("x"), 1, sandboxclient.FileOptions{})
+		}},
+		{"read a file", func() error {
+			_, err := alice.client.ReadFile(ctx, sbx.Name, "used.txt", io.Discard, sandboxclient.FileOptions{})
+			return err
+		}},
+		{"list a directory", func() error { _, err := alice.client.ListDir(ctx, sbx.Name, "."); return err }},
+		{"stat", func() error { _, err := alice.client.Stat(ctx, sbx.Name, "used.txt"); return err }},
+		{"logs", func() error { return alice.client.Logs(ctx, sbx.Name, io.Discard, sandboxclient.LogOptions{}) }},
+		{"a command", func() error {
+			_, err := alice.client.Exec(ctx, sbx.Name, sandboxclient.ExecOptions{Command: []string{"true"}})
+			return err
+		}},
+	}
+	for _, u := range uses {
+		before := recorded()
+		time.Sleep(1100 * time.Millisecond) // past the report interval (a quarter of 4 s)
+		if err := u.use(); err != nil {
+			t.Fatalf("%s: %v", u.name, err)
+		}
+		testcluster.Eventually(t, u.name+" recorded as a use", func() (bool, string) {
+			at := recorded()
+			return at.After(before), "last activity still " + at.String()
+		})
+	}
+
+	conn, err := alice.client.DialPort(ctx, sbx.Name, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1200 * time.Millisecond)
+	during := recorded()
+	time.Sleep(2 * time.Second)
+	if later := recorded(); !later.After(during) {
+		t.Errorf("an open forwarded connection: last activity %s, and %s two seconds later; want it recorded while open", during, later)
+	}
+	_ = conn.Close()
+
+	plain, _ := newTemplate(t)
+	other := claim(t, alice, sandboxclient.ClaimOptions{Template: plain.Name})
+	if _, err := alice.client.Exec(ctx, other.Name, sandboxclient.ExecOptions{Command: []string{"sleep", "2"}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	got, err := alice.client.Get(ctx, other.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at := got.Annotations[v1.AnnotationLastActivity]; at != "" {
+		t.Errorf("a sandbox without an idle timeout got an activity record %q; want no write at all", at)
 	}
 }

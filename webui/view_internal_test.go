@@ -1,6 +1,8 @@
 package webui
 
 import (
+	"bytes"
+	"html/template"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -221,5 +223,43 @@ func TestHiddenChecksAreOneLine(t *testing.T) {
 	one := []check{hidden("Reconciler"), pool}
 	if diff := cmp.Diff(one, summarizeHidden(one)); diff != "" {
 		t.Errorf("a single hidden check changed (-want +got):\n%s", diff)
+	}
+}
+
+// TestSandboxRowSaysWhenItStopsForIdleness: the Idle column shows the last
+// use and the idle stop to come as times the page makes relative ("3m
+// ago", "in 12m"), that a sandbox stopped for idleness and whether using it
+// starts it, and "no timeout" without one.
+func TestSandboxRowSaysWhenItStopsForIdleness(t *testing.T) {
+	pages, err := template.New("page").Funcs(templateFuncs).ParseFS(templateFiles, "templates/*.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := metav1.NewTime(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC))
+	stopAt := metav1.NewTime(used.Add(15 * time.Minute))
+	running := v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "running"}, Spec: v1.SandboxSpec{Owner: "alice"}}
+	running.Status.Phase, running.Status.LastActivityAt = v1.SandboxPhaseRunning, &used
+	running.Status.Idle = &v1.IdleStatus{Timeout: metav1.Duration{Duration: 15 * time.Minute}, StopAt: &stopAt, WakeOnConnect: true}
+	stopped := v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "stopped"}, Spec: v1.SandboxSpec{Owner: "alice"}}
+	stopped.Status.Phase = v1.SandboxPhaseStopped
+	stopped.Status.Idle = &v1.IdleStatus{Timeout: metav1.Duration{Duration: 15 * time.Minute}, WakeOnConnect: true}
+	stopped.Status.Conditions = []metav1.Condition{{Type: v1.ReadyCondition, Status: metav1.ConditionFalse, Reason: v1.ReasonIdleTimeout}}
+	plain := v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "plain"}, Spec: v1.SandboxSpec{Owner: "alice"}}
+	snap := &snapshot{SandboxesAccess: access{Watching: true}, Sandboxes: sandboxRows([]v1.Sandbox{running, stopped, plain}, "alice", false)}
+	var buf bytes.Buffer
+	if err := pages.ExecuteTemplate(&buf, "sandboxes", snap); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	for _, want := range []string{
+		`<th>Idle</th>`,
+		`last used <time datetime="2026-12-04T12:00:00Z">`,
+		`stops <time datetime="2026-12-04T12:15:00Z">`,
+		`stopped after 15m0s unused; using it starts it`,
+		`no timeout`,
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the sandboxes table lacks %q:\n%s", want, html)
+		}
 	}
 }

@@ -87,6 +87,9 @@ func TestIdleSandboxStopsAndWakes(t *testing.T) {
 		t.Errorf("a woken sandbox keeps stoppedAt %v", woken.Status.StoppedAt)
 	}
 	hasEvent(t, c, sbx, v1.ReasonWoken, "starting the sandbox")
+	if stops, wakes := idleMetrics(t); stops < 1 || wakes < 1 {
+		t.Errorf("after an idle stop and a wake: agentsandbox_sandbox_idle_stops_total %v, agentsandbox_sandbox_wake_seconds has %d observations; want at least 1 of each", stops, wakes)
+	}
 	again := &corev1.PersistentVolumeClaim{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: v1.WorkspaceName}, again); err != nil || again.UID != pvc.UID {
 		t.Fatalf("workspace claim after the wake: uid %s, was %s (err %v)", again.UID, pvc.UID, err)

@@ -62,3 +62,24 @@ func label(m *dto.Metric, name string) string {
 	}
 	return ""
 }
+
+// idleMetrics reads how many sandboxes stopped for idleness and how many
+// wakes were timed.
+func idleMetrics(t *testing.T) (stops float64, wakes uint64) {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			switch f.GetName() {
+			case "agentsandbox_sandbox_idle_stops_total":
+				stops += m.GetCounter().GetValue()
+			case "agentsandbox_sandbox_wake_seconds":
+				wakes += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return stops, wakes
+}
