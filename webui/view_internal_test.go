@@ -229,7 +229,8 @@ func TestHiddenChecksAreOneLine(t *testing.T) {
 // TestSandboxRowSaysWhenItStopsForIdleness: the Idle column shows the last
 // use and the idle stop to come as times the page makes relative ("3m
 // ago", "in 12m"), that a sandbox stopped for idleness and whether using it
-// starts it, and "no timeout" without one.
+// starts it (Start starts it, Stop makes it its owner's stop), and "no
+// timeout" without one.
 func TestSandboxRowSaysWhenItStopsForIdleness(t *testing.T) {
 	pages, err := template.New("page").Funcs(templateFuncs).ParseFS(templateFiles, "templates/*.html")
 	if err != nil {
@@ -256,6 +257,7 @@ func TestSandboxRowSaysWhenItStopsForIdleness(t *testing.T) {
 		`last used <time datetime="2026-12-04T12:00:00Z">`,
 		`stops <time datetime="2026-12-04T12:15:00Z">`,
 		`stopped after 15m0s unused; using it starts it`,
+		`<button data-action="start" data-name="stopped">Start</button> <button data-action="stop" data-name="stopped">Stop</button>`,
 		`no timeout`,
 	} {
 		if !strings.Contains(html, want) {

@@ -39,6 +39,9 @@ func newMCPCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The server's log: once per pod that has no sandbox agent, so
+			// its operations go through plain exec.
+			sdk.Notices = cmd.ErrOrStderr()
 			kube, err := conn.kubeClient()
 			if err != nil {
 				return err

@@ -214,13 +214,13 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) (ctrl.Resul
 	if idle {
 		desired = v1.SandboxStopped
 	}
-	if deleteAt, due := rule.deletion(sbx, desired, now); due {
+	untilDeleted, due := rule.deletion(sbx, desired, now)
+	if due {
 		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, v1.ReasonDeletedAfterStopped, "Delete", "stopped since %s, longer than lifecycle.deleteAfterStopped (%s); deleting the sandbox",
 			sbx.Status.StoppedAt.UTC().Format(time.RFC3339), rule.deleteAfterStopped)
 		return ctrl.Result{}, client.IgnoreNotFound(r.Delete(ctx, sbx))
-	} else if deleteAt > 0 {
-		left = sooner(left, deleteAt)
 	}
+	left = sooner(left, untilDeleted)
 
 	namespace, justClaimed, err := r.placeSandbox(ctx, sbx, res)
 	if err != nil {
@@ -268,7 +268,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) (ctrl.Resul
 		conditions.MarkFalse(sbx, v1.ReadyCondition, v1.ReasonPodFailed, "%v", err)
 		return ctrl.Result{}, err
 	}
-	o := observed{desired: desired, pod: pod, expired: expired, idle: idle, now: time.Now()}
+	o := observed{desired: desired, pod: pod, expired: expired, idle: idle, wakes: rule.wake, now: time.Now()}
 	o.nodeWord = r.lookAtNode(ctx, pod, o.now)
 	r.setStatus(sbx, namespace, o)
 	rule.recordIdle(sbx, desired == v1.SandboxStopped, o.now)

@@ -16,8 +16,9 @@ type observed struct {
 	desired v1.SandboxState
 	pod     *corev1.Pod
 	expired bool
-	// idle: the sandbox stops because nobody used it for its idle timeout.
-	idle bool
+	// idle: the sandbox stops because nobody used it for its idle timeout;
+	// wakes: using it through a client starts it again.
+	idle, wakes bool
 	// nodeWord is the newest warning about a pod slow to start or stop,
 	// read only when it is (lookAtNode).
 	nodeWord *environment.NodeWord
@@ -31,8 +32,11 @@ func phaseOf(o observed) (phase v1.SandboxPhase, ready bool, reason, message str
 		if o.expired {
 			return v1.SandboxPhaseStopped, false, v1.ReasonExpired, "lifetime ended; the pod is gone and the workspace kept"
 		}
-		if o.idle {
+		if o.idle && o.wakes {
 			return v1.SandboxPhaseStopped, false, v1.ReasonIdleTimeout, "stopped after its idle timeout without use; the workspace is kept, and using it through a client starts it again"
+		}
+		if o.idle {
+			return v1.SandboxPhaseStopped, false, v1.ReasonIdleTimeout, "stopped after its idle timeout without use; the workspace is kept, and `agentsandbox start` starts it again (lifecycle.wakeOnConnect is false)"
 		}
 		return v1.SandboxPhaseStopped, false, v1.ReasonStopped, "stopped; the workspace is kept and state Running starts it again"
 	case o.desired == v1.SandboxStopped && o.idle:
