@@ -1,6 +1,7 @@
 package realnode_test
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
@@ -26,8 +28,9 @@ const sequentialCommands = 100
 // the call to its exit status) through the kept session with the sandbox's
 // agent against a plain exec (API server, kubelet, runtime: what every
 // command cost before the agent), in the same sandbox, and reports the
-// agent daemon's resident memory in the idle sandbox. The floor is
-// starting `true` from inside the sandbox, with no protocol at all.
+// agent daemon's resident memory in the idle sandbox. The floors are
+// starting `true` from inside the sandbox, with no protocol at all, and a
+// line's round trip through a kept exec stream (the only way in).
 func BenchmarkSessionCommand(b *testing.B) {
 	for _, handler := range handlers {
 		b.Run(handler, func(b *testing.B) {
@@ -89,6 +92,9 @@ func BenchmarkSessionCommand(b *testing.B) {
 			floor := e.spawnFloorMs(b, sbx.Name)
 			b.ReportMetric(floor, "spawn-floor-p50-ms")
 			b.ReportMetric(sessionP50/floor, "session/floor")
+			stream := streamFloorMs(b, e.cluster.Config, kube, sbx.Status.Namespace)
+			b.ReportMetric(stream, "stream-floor-p50-ms")
+			b.ReportMetric(sessionP50/(stream+floor), "session/(stream+spawn)")
 			b.ReportMetric(float64(sessionWall.Milliseconds())/float64(b.N), "session-100-ms")
 			b.ReportMetric(float64(plainWall.Milliseconds())/float64(b.N), "exec-100-ms")
 			b.ReportMetric(e.agentRSSMiB(b, sbx.Name), "agent-MiB")
@@ -116,6 +122,46 @@ print(runs[len(runs) // 2] * 1000)
 		b.Fatalf("the spawn floor: %q", out)
 	}
 	return ms
+}
+
+// streamFloorMs is the p50 round trip of one line through a kept exec
+// stream to `cat` in the sandbox: what every message between a client and
+// anything in the sandbox crosses when the sandbox is reached only through
+// an exec stream (API server, kubelet, the runtime's stdio of the exec'd
+// process), before any protocol or process start. With the spawn floor it
+// is the floor of a command through the session.
+func streamFloorMs(b testing.TB, cfg *rest.Config, kube kubernetes.Interface, namespace string) float64 {
+	req := kube.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).
+		Name(environment.PodName).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: environment.ContainerName, Command: []string{"cat"}, Stdin: true, Stdout: true}, scheme.ParameterCodec)
+	exec, err := remotecommand.NewWebSocketExecutor(cfg, "GET", req.URL().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdin, toCat := io.Pipe()
+	fromCat, stdout := io.Pipe()
+	defer toCat.Close()
+	go func() {
+		err := exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout})
+		stdout.CloseWithError(err)
+	}()
+	lines := bufio.NewReader(fromCat)
+	var runs []time.Duration
+	for i := range sequentialCommands + 1 {
+		start := time.Now()
+		if _, err := toCat.Write([]byte("x\n")); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := lines.ReadString('\n'); err != nil {
+			b.Fatalf("the line back from cat: %v", err)
+		}
+		if i > 0 { // the first waits for the stream to open
+			runs = append(runs, time.Since(start))
+		}
+	}
+	return percentile(runs, 0.5)
 }
 
 // agentRSSMiB is the resident memory of the agent's daemon in the sandbox,
