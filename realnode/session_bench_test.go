@@ -138,15 +138,14 @@ func streamFloorMs(b testing.TB, cfg *rest.Config, kube kubernetes.Interface, na
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	stdin, toCat := io.Pipe()
 	fromCat, stdout := io.Pipe()
-	defer toCat.Close()
 	go func() {
-		err := exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout})
+		err := exec.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdin: stdin, Stdout: stdout})
 		stdout.CloseWithError(err)
 	}()
+	// cat ends with its input, and the stream with it.
+	defer func() { _ = toCat.Close(); _, _ = io.Copy(io.Discard, fromCat) }()
 	lines := bufio.NewReader(fromCat)
 	var runs []time.Duration
 	for i := range sequentialCommands + 1 {

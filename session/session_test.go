@@ -563,3 +563,64 @@ func TestConnectRelaysToTheDaemon(t *testing.T) {
 		t.Errorf("run through the relay: %+v %q %v", exit, out.String(), err)
 	}
 }
+
+// TestConnectHandsOverToTheDaemon: where the exec's stdin and stdout are
+// files (pipes, as a container runtime gives an exec), `connect` hands
+// them to the daemon, which serves the session on them itself; connect
+// exits when the session ends.
+func TestConnectHandsOverToTheDaemon(t *testing.T) {
+	address := "@agentsandbox-agent-handover-" + strconv.Itoa(os.Getpid())
+	l, err := agent.Listen(address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = agent.New().Serve(c, l) }()
+	stdin, toExec, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromExec, stdout, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	connected := make(chan error, 1)
+	go func() {
+		connected <- agent.Connect(stdin, stdout, "/nonexistent/agentsandbox-agent", address)
+		// The process exits here: its copies of the exec's stdio go.
+		_ = stdin.Close()
+		_ = stdout.Close()
+	}()
+	s, err := session.Open(pipeConn{Reader: fromExec, Writer: toExec, closers: []io.Closer{fromExec, toExec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if exit, err := s.Run(ctx(t), session.RunOptions{Command: []string{"echo", "handed over"}, Stdout: &out}); err != nil || exit.Code != 0 || out.String() != "handed over\n" {
+		t.Errorf("run on the handed-over stdio: %+v %q %v", exit, out.String(), err)
+	}
+	_ = s.Close()
+	select {
+	case err := <-connected:
+		if err != nil {
+			t.Errorf("connect ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("connect did not end with its session")
+	}
+}
+
+// pipeConn is a session's connection made of an exec's two pipes.
+type pipeConn struct {
+	io.Reader
+	io.Writer
+	closers []io.Closer
+}
+
+func (p pipeConn) Close() error {
+	for _, c := range p.closers {
+		_ = c.Close()
+	}
+	return nil
+}

@@ -3,9 +3,9 @@
 // sandbox mounts read-only), run as the sandbox's user with no capability
 // of its own. It has no network socket: a client reaches it only through
 // an exec of `agentsandbox-agent connect` (so pods/exec, granted to the
-// owner alone, stays the one gate), which relays the exec's stdin and
+// owner alone, stays the one gate), which hands the exec's stdin and
 // stdout to the agent's daemon over a Unix socket in the pod's abstract
-// namespace. The daemon outlives its clients, so the processes and
+// namespace (or relays them, where they are not files). The daemon outlives its clients, so the processes and
 // terminals it started survive a dropped connection, and serves many
 // operations at once over each (package session/wire).
 //
@@ -44,15 +44,38 @@ func SocketAddress() string { return "@agentsandbox-agent-" + strconv.Itoa(os.Ge
 // greetingTimeout bounds the wait for a client's greeting.
 const greetingTimeout = 10 * time.Second
 
-// Connect is `agentsandbox-agent connect`: it relays in and out to the
-// daemon at address, starting the daemon (self serve) first when none
-// listens, until either side ends.
+// The first byte a connection to the daemon sends says how the session
+// reaches it.
+const (
+	// modeRelay: the session's frames come and go on the connection
+	// itself, copied by the connecting process.
+	modeRelay byte = 'R'
+	// modeHandOver: the byte carries the connecting process's stdin and
+	// stdout (SCM_RIGHTS), which the daemon reads and writes itself; the
+	// connection stays open, doing nothing, until the session ends.
+	modeHandOver byte = 'H'
+)
+
+// Connect is `agentsandbox-agent connect`: it connects in and out (an
+// exec's stdin and stdout) to the daemon at address, starting the daemon
+// (self serve) first when none listens, until either side ends. Where in
+// and out are files it hands them to the daemon, so a frame crosses no
+// process between the exec stream and the daemon (each hop costs system
+// calls a runtime such as gVisor intercepts); otherwise it relays them.
 func Connect(in io.Reader, out io.Writer, self, address string) error {
 	conn, err := dialOrStart(self, address)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = conn.Close() }()
+	inFile, isFile := in.(*os.File)
+	outFile, bothFiles := out.(*os.File)
+	if isFile && bothFiles {
+		return handOver(conn, inFile, outFile)
+	}
+	if _, err := conn.Write([]byte{modeRelay}); err != nil {
+		return err
+	}
 	done := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(conn, in)
@@ -62,6 +85,17 @@ func Connect(in io.Reader, out io.Writer, self, address string) error {
 		close(done)
 	}()
 	_, err = io.Copy(out, conn)
+	return err
+}
+
+// handOver gives the daemon in and out and waits until it is done with
+// them: the exec they belong to lasts as long as this process.
+func handOver(conn *net.UnixConn, in, out *os.File) error {
+	rights := syscall.UnixRights(int(in.Fd()), int(out.Fd()))
+	if _, _, err := conn.WriteMsgUnix([]byte{modeHandOver}, rights, nil); err != nil {
+		return fmt.Errorf("handing the exec's stdin and stdout to the sandbox agent: %w", err)
+	}
+	_, err := io.Copy(io.Discard, conn)
 	return err
 }
 
@@ -134,8 +168,68 @@ func (a *Agent) Serve(ctx context.Context, l *net.UnixListener) error {
 			_ = conn.Close()
 			continue
 		}
-		go func() { _ = a.ServeConn(conn) }()
+		go func() { _ = a.serveConnected(conn) }()
 	}
+}
+
+// serveConnected serves the session a connecting process brings: on the
+// connection itself (relayed), or on the stdin and stdout it handed over,
+// closing the connection when the session ends so the process exits.
+func (a *Agent) serveConnected(conn *net.UnixConn) error {
+	defer func() { _ = conn.Close() }()
+	mode := make([]byte, 1)
+	oob := make([]byte, syscall.CmsgSpace(2*4))
+	_ = conn.SetReadDeadline(time.Now().Add(greetingTimeout))
+	n, oobn, _, _, err := conn.ReadMsgUnix(mode, oob)
+	if err != nil || n != 1 {
+		return fmt.Errorf("no mode from the connecting process: %w", err)
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	files, err := receivedFiles(oob[:oobn])
+	if err != nil {
+		return err
+	}
+	switch {
+	case mode[0] == modeRelay && len(files) == 0:
+		return a.ServeConn(conn)
+	case mode[0] == modeHandOver && len(files) == 2:
+		return a.ServeConn(handedOver{in: files[0], out: files[1]})
+	}
+	for _, f := range files {
+		_ = f.Close()
+	}
+	return fmt.Errorf("unknown connection mode %q with %d descriptors", mode[0], len(files))
+}
+
+// receivedFiles are the descriptors a message carried, made non-blocking
+// so that closing one ends a read of it.
+func receivedFiles(oob []byte) ([]*os.File, error) {
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var files []*os.File
+	for i := range msgs {
+		fds, err := syscall.ParseUnixRights(&msgs[i])
+		if err != nil {
+			continue
+		}
+		for _, fd := range fds {
+			_ = syscall.SetNonblock(fd, true)
+			files = append(files, os.NewFile(uintptr(fd), "exec-stdio"))
+		}
+	}
+	return files, nil
+}
+
+// handedOver is a session on an exec's stdin and stdout, handed over by
+// its connecting process.
+type handedOver struct{ in, out *os.File }
+
+func (h handedOver) Read(p []byte) (int, error)  { return h.in.Read(p) }
+func (h handedOver) Write(p []byte) (int, error) { return h.out.Write(p) }
+func (h handedOver) Close() error {
+	return errors.Join(h.in.Close(), h.out.Close())
 }
 
 // sameUser tells whether the peer runs as the agent's user: another user
