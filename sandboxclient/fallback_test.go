@@ -3,6 +3,7 @@ package sandboxclient_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -115,5 +116,32 @@ func TestSPDYFallback(t *testing.T) {
 	}
 	if !exec || !forward {
 		t.Errorf("SPDY requests through the proxy: %v, want exec and portforward", spdy)
+	}
+}
+
+// TestPlainExecIsToldOnce: a sandbox whose pod has no agent (this
+// package's reconciler runs without an egress gate image, which carries
+// it) works through plain exec, and the client says so once per pod on
+// Notices; Session says why there is none.
+func TestPlainExecIsToldOnce(t *testing.T) {
+	t.Parallel()
+	alice := newUsers(t, "alice")[0]
+	tpl, _ := newTemplate(t)
+	sbx := claim(t, alice, sandboxclient.ClaimOptions{Template: tpl.Name})
+	var notices bytes.Buffer
+	alice.client.Notices = &notices
+	ctx := context.Background()
+	for range 2 {
+		if code, err := alice.client.Exec(ctx, sbx.Name, sandboxclient.ExecOptions{Command: []string{"true"}}); err != nil || code != 0 {
+			t.Fatalf("exec: %d %v", code, err)
+		}
+	}
+	_, err := alice.client.Session(ctx, sbx.Name)
+	if !errors.Is(err, sandboxclient.ErrNoAgent) || !strings.Contains(err.Error(), sbx.Name) {
+		t.Errorf("Session of a pod without the agent: %v; want ErrNoAgent naming the sandbox", err)
+	}
+	if lines := strings.Split(strings.TrimSpace(notices.String()), "\n"); len(lines) != 1 ||
+		!strings.Contains(lines[0], sbx.Name) || !strings.Contains(lines[0], "plain exec") {
+		t.Errorf("notices %q; want one line naming the sandbox and plain exec", notices.String())
 	}
 }

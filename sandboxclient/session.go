@@ -47,13 +47,10 @@ func (c *Client) Session(ctx context.Context, name string) (*Session, error) {
 		return nil, err
 	}
 	if s == nil {
+		// sessionOr told why, once per pod.
 		c.sessions.mu.Lock()
-		why := c.sessions.told[t.running.UID]
-		c.sessions.mu.Unlock()
-		if why != nil {
-			return nil, why
-		}
-		return nil, fmt.Errorf("sandbox %s: %w (its pod was made without one)", name, ErrNoAgent)
+		defer c.sessions.mu.Unlock()
+		return nil, c.sessions.told[t.running.UID]
 	}
 	return s, nil
 }
@@ -211,6 +208,7 @@ func (c *Client) sessionOr(ctx context.Context, name, action string) (*Session, 
 		return nil, nil, err
 	}
 	if !hasAgent(t) {
+		c.tellNoAgent(t, fmt.Errorf("sandbox %s: %w (it was made by a reconciler without --egress-gate-image)", name, ErrNoAgent))
 		return nil, t, nil
 	}
 	s, err = c.openSession(t)

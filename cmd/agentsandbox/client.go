@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -134,6 +135,12 @@ func (f *clientFlags) client() (*sandboxclient.Client, error) {
 		return nil, err
 	}
 	c.Waking = progressPrinter(os.Stderr)
+	// A person at a terminal hears once that a sandbox's operations go
+	// through plain exec (its pod has no sandbox agent); scripts, which
+	// read stderr, do not.
+	if term.IsTerminal(int(os.Stderr.Fd())) {
+		c.Notices = os.Stderr
+	}
 	return c, nil
 }
 
