@@ -184,3 +184,24 @@ func TestSandboxIdleTimeoutOnlyShortens(t *testing.T) {
 		t.Errorf("a template with wakeOnConnect false: status idle %+v", got.Status.Idle)
 	}
 }
+
+// TestWarmMembersWaitAndTheClockStartsAtTheClaim: a pool's members,
+// whatever their template's idle timeout, wait unclaimed for longer than it;
+// a sandbox claimed from the pool starts its clock at the claim (it does
+// not stop at once for the time its member waited) and stops once unused.
+func TestWarmMembersWaitAndTheClockStartsAtTheClaim(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	pool := newPool(t, c, idleTemplate(t, c, 3*time.Second, nil), 1, nil)
+	waitPoolReady(t, c, pool, 1)
+	time.Sleep(4 * time.Second) // longer than the idle timeout
+	waitPoolReady(t, c, pool, 1)
+	sbx := newSandbox(t, c, &v1.SandboxTemplate{}, claimFrom(pool))
+	ready := waitCondition(t, c, sbx, metav1.ConditionTrue, v1.ReasonPodReady)
+	if ready.Status.LaunchType != v1.LaunchWarm || ready.Status.ClaimedAt == nil || ready.Status.LastActivityAt == nil ||
+		ready.Status.LastActivityAt.Before(ready.Status.ClaimedAt) {
+		t.Fatalf("a warm claim: launch %s, claimed at %v, last activity %v; want the clock to start at the claim",
+			ready.Status.LaunchType, ready.Status.ClaimedAt, ready.Status.LastActivityAt)
+	}
+	waitCondition(t, c, sbx, metav1.ConditionFalse, v1.ReasonIdleTimeout)
+}
