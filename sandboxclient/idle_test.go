@@ -17,6 +17,19 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
 )
 
+// idleTemplate is an exec template (newTemplate) whose sandboxes stop
+// after idle without use.
+func idleTemplate(t *testing.T, idle time.Duration) *v1.SandboxTemplate {
+	t.Helper()
+	tpl, _ := newTemplate(t)
+	patch := client.MergeFrom(tpl.DeepCopy())
+	tpl.Spec.Lifecycle = &v1.Lifecycle{IdleTimeout: &metav1.Duration{Duration: idle}}
+	if err := testcluster.Get(t).Client.Patch(context.Background(), tpl, patch); err != nil {
+		t.Fatal(err)
+	}
+	return tpl
+}
+
 // TestIdleStopAndWake: a command keeps a sandbox with an idle timeout
 // running for as long as it runs, though that is longer than the timeout;
 // unused, the sandbox stops; the next command wakes it, telling Waking,
@@ -24,15 +37,8 @@ import (
 func TestIdleStopAndWake(t *testing.T) {
 	t.Parallel()
 	alice := newUsers(t, "alice")[0]
-	tpl, _ := newTemplate(t)
-	admin := testcluster.Get(t).Client
 	ctx := context.Background()
-	patch := client.MergeFrom(tpl.DeepCopy())
-	tpl.Spec.Lifecycle = &v1.Lifecycle{IdleTimeout: &metav1.Duration{Duration: 3 * time.Second}}
-	if err := admin.Patch(ctx, tpl, patch); err != nil {
-		t.Fatal(err)
-	}
-	sbx := claim(t, alice, sandboxclient.ClaimOptions{Template: tpl.Name})
+	sbx := claim(t, alice, sandboxclient.ClaimOptions{Template: idleTemplate(t, 3*time.Second).Name})
 	current := func() *v1.Sandbox {
 		t.Helper()
 		got, err := alice.client.Get(ctx, sbx.Name)
@@ -84,15 +90,8 @@ func TestIdleStopAndWake(t *testing.T) {
 func TestEachUseIsRecorded(t *testing.T) {
 	t.Parallel()
 	alice := newUsers(t, "alice")[0]
-	tpl, _ := newTemplate(t)
-	admin := testcluster.Get(t).Client
 	ctx := context.Background()
-	patch := client.MergeFrom(tpl.DeepCopy())
-	tpl.Spec.Lifecycle = &v1.Lifecycle{IdleTimeout: &metav1.Duration{Duration: 4 * time.Second}}
-	if err := admin.Patch(ctx, tpl, patch); err != nil {
-		t.Fatal(err)
-	}
-	sbx := claim(t, alice, sandboxclient.ClaimOptions{Template: tpl.Name})
+	sbx := claim(t, alice, sandboxclient.ClaimOptions{Template: idleTemplate(t, 4*time.Second).Name})
 	recorded := func() time.Time {
 		t.Helper()
 		got, err := alice.client.Get(ctx, sbx.Name)

@@ -540,14 +540,7 @@ func TestRootConfinesFileOperations(t *testing.T) {
 // TestConnectRelaysToTheDaemon: `agentsandbox-agent connect` finds the
 // daemon on its abstract socket and relays a session to it.
 func TestConnectRelaysToTheDaemon(t *testing.T) {
-	address := "@agentsandbox-agent-test-" + strconv.Itoa(os.Getpid())
-	l, err := agent.Listen(address)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = agent.New().Serve(c, l) }()
+	address := startDaemon(t, "@agentsandbox-agent-test-"+strconv.Itoa(os.Getpid()))
 	if _, err := agent.Listen(address); err == nil {
 		t.Error("a second daemon took the address of the first")
 	}
@@ -569,14 +562,7 @@ func TestConnectRelaysToTheDaemon(t *testing.T) {
 // them to the daemon, which serves the session on them itself; connect
 // exits when the session ends.
 func TestConnectHandsOverToTheDaemon(t *testing.T) {
-	address := "@agentsandbox-agent-handover-" + strconv.Itoa(os.Getpid())
-	l, err := agent.Listen(address)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = agent.New().Serve(c, l) }()
+	address := startDaemon(t, "@agentsandbox-agent-handover-"+strconv.Itoa(os.Getpid()))
 	stdin, toExec, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -623,4 +609,17 @@ func (p pipeConn) Close() error {
 		_ = c.Close()
 	}
 	return nil
+}
+
+// startDaemon serves an agent on address until the test ends.
+func startDaemon(t *testing.T, address string) string {
+	t.Helper()
+	l, err := agent.Listen(address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = agent.New().Serve(c, l) }()
+	return address
 }
