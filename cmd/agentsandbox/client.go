@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	"k8s.io/apimachinery/pkg/util/duration"
@@ -101,9 +102,10 @@ func (f *clientFlags) config() (*rest.Config, error) {
 	}
 	// client-go logs what it also returns as errors (stream hiccups) and
 	// its own throttling; the commands report errors themselves, and
-	// scripts read stdout and stderr.
-	klog.LogToStderr(false)
-	klog.SetOutput(io.Discard)
+	// scripts read stdout and stderr. A logger, not an output: klog writes
+	// errors to stderr whatever its output is (its stderrthreshold), and
+	// client-go's "Copying stdin failed" after a stream ended was one.
+	klog.SetLogger(logr.Discard())
 	// client-go's default of 5 requests a second would make a diff of a
 	// thousand declarations (a dry run each) take minutes; the API
 	// server's priority and fairness keeps one user's burst from
