@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
@@ -189,6 +190,9 @@ var templateFuncs = template.FuncMap{
 		return ""
 	},
 	"lower": strings.ToLower,
+	// span is a duration as people write it ("15m", "2h"), not as Go
+	// prints it ("15m0s").
+	"span": func(d metav1.Duration) string { return duration.HumanDuration(d.Duration) },
 }
 
 // exact is a time as the datetime attribute of <time> takes it.

@@ -256,7 +256,7 @@ func TestSandboxRowSaysWhenItStopsForIdleness(t *testing.T) {
 		`<th>Idle</th>`,
 		`last used <time datetime="2026-12-04T12:00:00Z">`,
 		`stops <time datetime="2026-12-04T12:15:00Z">`,
-		`stopped after 15m0s unused; using it starts it`,
+		`stopped after 15m unused; using it starts it`,
 		`<button data-action="start" data-name="stopped">Start</button> <button data-action="stop" data-name="stopped">Stop</button>`,
 		`no timeout`,
 	} {
