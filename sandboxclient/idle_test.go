@@ -3,6 +3,7 @@ package sandboxclient_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"sync"
@@ -32,8 +33,8 @@ func idleTemplate(t *testing.T, idle time.Duration) *v1.SandboxTemplate {
 
 // TestIdleStopAndWake: a command keeps a sandbox with an idle timeout
 // running for as long as it runs, though that is longer than the timeout;
-// unused, the sandbox stops; the next command wakes it, telling Waking,
-// and runs.
+// unused, the sandbox stops; reading its logs does not wake it; the next
+// command does, telling Waking, and runs.
 func TestIdleStopAndWake(t *testing.T) {
 	t.Parallel()
 	alice := newUsers(t, "alice")[0]
@@ -64,6 +65,14 @@ func TestIdleStopAndWake(t *testing.T) {
 		got := current()
 		return got.IdleStopped() && got.Status.Phase == v1.SandboxPhaseStopped, "phase " + string(got.Status.Phase)
 	})
+	// Reading the logs does not wake it: they went with its pod.
+	var notReady *sandboxclient.NotReadyError
+	if err := alice.client.Logs(ctx, sbx.Name, io.Discard, sandboxclient.LogOptions{}); !errors.As(err, &notReady) {
+		t.Errorf("logs of an idle-stopped sandbox: %v; want a NotReadyError", err)
+	}
+	if got := current(); !got.IdleStopped() {
+		t.Errorf("reading the logs woke the sandbox: phase %s", got.Status.Phase)
+	}
 	var mu sync.Mutex
 	var told []sandboxclient.Progress
 	alice.client.Waking = func(p sandboxclient.Progress) {

@@ -17,7 +17,7 @@ type LogOptions struct {
 
 // Logs streams the sandbox container's log (its main process's output) to w.
 func (c *Client) Logs(ctx context.Context, name string, w io.Writer, opts LogOptions) error {
-	t, err := c.resolve(ctx, name, "read the logs of")
+	t, err := c.resolveRunning(ctx, name, "read the logs of")
 	if err != nil {
 		return err
 	}

@@ -32,12 +32,23 @@ type target struct {
 // owner's RoleBinding grants pod reads together with exec and
 // port-forward).
 func (c *Client) resolve(ctx context.Context, name, action string) (*target, error) {
+	return c.resolveWaking(ctx, name, action, true)
+}
+
+// resolveRunning is resolve for what only looks at a running sandbox (its
+// logs, its pod): it counts as a use, but does not wake one stopped for
+// idleness, whose logs went with its pod.
+func (c *Client) resolveRunning(ctx context.Context, name, action string) (*target, error) {
+	return c.resolveWaking(ctx, name, action, false)
+}
+
+func (c *Client) resolveWaking(ctx context.Context, name, action string, wake bool) (*target, error) {
 	sbx, err := c.getRaw(ctx, name)
 	if err != nil {
 		return nil, c.explain(ctx, name, action, err)
 	}
 	c.observe(sbx)
-	if sbx.IdleStopped() && sbx.Spec.State == v1.SandboxRunning {
+	if wake && sbx.IdleStopped() && sbx.Spec.State == v1.SandboxRunning {
 		if sbx, err = c.wake(ctx, sbx); err != nil {
 			return nil, err
 		}
@@ -85,7 +96,7 @@ func (c *Client) Workspace(ctx context.Context, name string) (string, error) {
 // Pod returns the sandbox's running pod, read as the caller: where it runs
 // (status.hostIP), and how its containers started.
 func (c *Client) Pod(ctx context.Context, name string) (*corev1.Pod, error) {
-	t, err := c.resolve(ctx, name, "read the pod of")
+	t, err := c.resolveRunning(ctx, name, "read the pod of")
 	if err != nil {
 		return nil, err
 	}
