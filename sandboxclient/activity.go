@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/duration"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
@@ -177,20 +176,4 @@ func (c *Client) wake(ctx context.Context, sbx *v1.Sandbox) (*v1.Sandbox, error)
 		c.Waking(Progress{Name: sbx.Name, Phase: sbx.Status.Phase, Reason: v1.ReasonIdleTimeout, Message: "waking the sandbox, stopped for idleness"})
 	}
 	return c.WaitReady(ctx, sbx.Name, WakeTimeout, c.Waking)
-}
-
-// IdleSummary says how long a sandbox has gone unused and when it stops
-// for that ("idle 12m, stops in 3m"), or that it stopped for idleness; ""
-// when it has no idle timeout. The CLI's tables and the page show it.
-func IdleSummary(s *v1.Sandbox, now time.Time) string {
-	idle := s.Status.Idle
-	switch {
-	case idle == nil:
-		return ""
-	case s.IdleStopped():
-		return "stopped after " + duration.HumanDuration(idle.Timeout.Duration) + " unused"
-	case idle.StopAt == nil || s.Status.LastActivityAt == nil:
-		return "timeout " + duration.HumanDuration(idle.Timeout.Duration)
-	}
-	return fmt.Sprintf("idle %s, stops in %s", duration.HumanDuration(now.Sub(s.Status.LastActivityAt.Time)), duration.HumanDuration(idle.StopAt.Sub(now)))
 }

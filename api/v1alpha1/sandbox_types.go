@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -205,12 +206,8 @@ type IdleStatus struct {
 // of its lifetime): the stop a client may undo by using it
 // (AnnotationLastActivity), when status.idle.wakeOnConnect.
 func (in *Sandbox) IdleStopped() bool {
-	for _, c := range in.Status.Conditions {
-		if c.Type == ReadyCondition {
-			return c.Reason == ReasonIdleTimeout
-		}
-	}
-	return false
+	ready := meta.FindStatusCondition(in.Status.Conditions, ReadyCondition)
+	return ready != nil && ready.Reason == ReasonIdleTimeout
 }
 
 // Sandbox is one isolated environment in a namespace of its own, owned by

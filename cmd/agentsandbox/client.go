@@ -197,9 +197,25 @@ func (o *outputFlag) print(w io.Writer, single bool, sandboxes ...v1.Sandbox) er
 	now := time.Now()
 	for _, s := range sandboxes {
 		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, orNone(string(s.Spec.State)), orNone(string(s.Status.Phase)),
-			orNone(string(s.Status.LaunchType)), s.Spec.Owner, duration.HumanDuration(now.Sub(s.CreationTimestamp.Time)), orNone(sandboxclient.IdleSummary(&s, now)))
+			orNone(string(s.Status.LaunchType)), s.Spec.Owner, duration.HumanDuration(now.Sub(s.CreationTimestamp.Time)), orNone(idleSummary(&s, now)))
 	}
 	return tw.Flush()
+}
+
+// idleSummary says how long a sandbox has gone unused and when it stops
+// for that ("idle 12m, stops in 3m"), or that it stopped for idleness; ""
+// when it has no idle timeout: the IDLE column of the tables.
+func idleSummary(s *v1.Sandbox, now time.Time) string {
+	idle := s.Status.Idle
+	switch {
+	case idle == nil:
+		return ""
+	case s.IdleStopped():
+		return "stopped after " + duration.HumanDuration(idle.Timeout.Duration) + " unused"
+	case idle.StopAt == nil || s.Status.LastActivityAt == nil:
+		return "timeout " + duration.HumanDuration(idle.Timeout.Duration)
+	}
+	return fmt.Sprintf("idle %s, stops in %s", duration.HumanDuration(now.Sub(s.Status.LastActivityAt.Time)), duration.HumanDuration(idle.StopAt.Sub(now)))
 }
 
 func orNone(s string) string {

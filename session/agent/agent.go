@@ -5,9 +5,10 @@
 // an exec of `agentsandbox-agent connect` (so pods/exec, granted to the
 // owner alone, stays the one gate), which hands the exec's stdin and
 // stdout to the agent's daemon over a Unix socket in the pod's abstract
-// namespace (or relays them, where they are not files). The daemon outlives its clients, so the processes and
-// terminals it started survive a dropped connection, and serves many
-// operations at once over each (package session/wire).
+// namespace (or relays them, where they are not files). The daemon
+// outlives its clients, so the processes and terminals it started survive
+// a dropped connection, and serves many operations at once over each
+// (package session/wire).
 //
 // The daemon is as trusted as the sandbox's code, which runs as the same
 // user and could replace it: it holds nothing the sandbox's code may not
@@ -181,8 +182,11 @@ func (a *Agent) serveConnected(conn *net.UnixConn) error {
 	oob := make([]byte, syscall.CmsgSpace(2*4))
 	_ = conn.SetReadDeadline(time.Now().Add(greetingTimeout))
 	n, oobn, _, _, err := conn.ReadMsgUnix(mode, oob)
-	if err != nil || n != 1 {
+	if err != nil {
 		return fmt.Errorf("no mode from the connecting process: %w", err)
+	}
+	if n != 1 {
+		return errors.New("no mode from the connecting process: it closed the connection")
 	}
 	_ = conn.SetReadDeadline(time.Time{})
 	files, err := receivedFiles(oob[:oobn])
