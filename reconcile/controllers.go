@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/gitsync"
@@ -18,6 +19,10 @@ type Controllers struct {
 	// gate: code that starts with the pod may reach what the policy denies
 	// for the moment the enforcer takes to program it.
 	EgressGateImage string
+	// EgressGateway is the Service of the egress gateway (config/gateway)
+	// that templates' hosts rules and endpoints go through. Empty: such
+	// templates' sandboxes are refused with reason InvalidEgress.
+	EgressGateway types.NamespacedName
 }
 
 // Setup registers every controller of the reconciler with mgr.
@@ -30,11 +35,13 @@ func (c Controllers) Setup(mgr ctrl.Manager) error {
 	}
 	sandboxes := sandbox.NewReconciler(mgr)
 	sandboxes.EgressGateImage = c.EgressGateImage
+	sandboxes.EgressGateway = c.EgressGateway
 	if err := sandboxes.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	pools := warmpool.NewReconciler(mgr)
 	pools.EgressGateImage = c.EgressGateImage
+	pools.EgressGateway = c.EgressGateway
 	if err := pools.SetupWithManager(mgr); err != nil {
 		return err
 	}

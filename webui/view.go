@@ -41,17 +41,26 @@ func workspaceSummary(w v1.Workspace) string {
 }
 
 // egressSummary says where a sandbox may connect: nowhere but DNS unless
-// the template allows it.
+// the template allows it; hosts through the egress gateway, Services by
+// namespace/name, endpoints with the credential the gateway adds.
 func egressSummary(n v1.Network) string {
-	if len(n.Egress) == 0 {
+	if len(n.Egress) == 0 && len(n.Endpoints) == 0 {
 		if n.ClusterDNS != nil && !*n.ClusterDNS {
 			return "none"
 		}
 		return "DNS only"
 	}
-	rules := make([]string, 0, len(n.Egress))
+	rules := make([]string, 0, len(n.Egress)+len(n.Endpoints))
 	for _, r := range n.Egress {
-		rule := r.CIDR
+		var rule string
+		switch {
+		case len(r.Hosts) > 0:
+			rule = strings.Join(r.Hosts, ", ")
+		case r.Service != nil:
+			rule = "service " + r.Service.Namespace + "/" + r.Service.Name
+		default:
+			rule = r.CIDR
+		}
 		if len(r.Except) > 0 {
 			rule += " except " + strings.Join(r.Except, ", ")
 		}
@@ -67,6 +76,13 @@ func egressSummary(n v1.Network) string {
 			rule += " port " + strings.Join(ports, ",")
 		}
 		rules = append(rules, rule)
+	}
+	for _, e := range n.Endpoints {
+		endpoint := "endpoint " + e.Name + " → " + e.URL
+		if e.Credential != nil {
+			endpoint += " (key brokered)"
+		}
+		rules = append(rules, endpoint)
 	}
 	return strings.Join(rules, "; ")
 }

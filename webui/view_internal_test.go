@@ -121,6 +121,14 @@ func TestEgressSummary(t *testing.T) {
 			{CIDR: "0.0.0.0/0", Except: []string{"10.0.0.0/8"}, Ports: []v1.NetworkPort{{Port: 443}}},
 			{CIDR: "192.0.2.0/24", Ports: []v1.NetworkPort{{Port: 8000, EndPort: ptr.To[int32](8080)}}},
 		}},
+		"pypi.org, *.pythonhosted.org port 443; service models/vllm; endpoint openai → https://api.openai.com (key brokered)": {
+			Egress: []v1.EgressRule{
+				{Hosts: []string{"pypi.org", "*.pythonhosted.org"}, Ports: []v1.NetworkPort{{Port: 443}}},
+				{Service: &v1.ServiceReference{Namespace: "models", Name: "vllm"}},
+			},
+			Endpoints: []v1.Endpoint{{Name: "openai", URL: "https://api.openai.com", Credential: &v1.EndpointCredential{}}},
+		},
+		"endpoint local → http://vllm.models.svc:8000": {Endpoints: []v1.Endpoint{{Name: "local", URL: "http://vllm.models.svc:8000"}}},
 	} {
 		if got := egressSummary(n); got != want {
 			t.Errorf("egressSummary: %q, want %q", got, want)

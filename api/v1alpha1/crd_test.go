@@ -94,6 +94,31 @@ func TestDefaultsAreApplied(t *testing.T) {
 		t.Errorf("template defaults (-want +got):\n%s", diff)
 	}
 
+	egress := template(testcluster.Name("egress"))
+	egress.Spec.Network = v1.Network{
+		Egress: []v1.EgressRule{
+			{Hosts: []string{"pypi.org", "*.pythonhosted.org"}, Ports: []v1.NetworkPort{{Port: 443}}},
+			{Service: &v1.ServiceReference{Namespace: "models", Name: "vllm"}},
+		},
+		Endpoints: []v1.Endpoint{{Name: "openai", URL: "https://api.openai.com/v1", Credential: &v1.EndpointCredential{
+			SecretRef: v1.SecretKeyReference{Name: "openai", Key: "api-key"}, Prefix: "Bearer ",
+		}}},
+	}
+	create(t, c, egress)
+	wantNetwork := v1.Network{
+		ClusterDNS: ptr.To(true),
+		Egress: []v1.EgressRule{
+			{Hosts: []string{"pypi.org", "*.pythonhosted.org"}, Ports: []v1.NetworkPort{{Port: 443, Protocol: "TCP"}}},
+			{Service: &v1.ServiceReference{Namespace: "models", Name: "vllm"}},
+		},
+		Endpoints: []v1.Endpoint{{Name: "openai", URL: "https://api.openai.com/v1", Credential: &v1.EndpointCredential{
+			SecretRef: v1.SecretKeyReference{Namespace: v1.SystemNamespace, Name: "openai", Key: "api-key"}, Header: "Authorization", Prefix: "Bearer ",
+		}}},
+	}
+	if diff := cmp.Diff(wantNetwork, egress.Spec.Network); diff != "" {
+		t.Errorf("egress by name and endpoint defaults (-want +got):\n%s", diff)
+	}
+
 	wp := warmPool(testcluster.Name("defaults"))
 	create(t, c, wp)
 	if *wp.Spec.Replicas != 1 || wp.Spec.UpdateStrategy.Type != v1.OnReplenishUpdateStrategy || wp.Spec.WhenEmpty != v1.WhenEmptyColdStart {

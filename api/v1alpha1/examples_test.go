@@ -24,6 +24,7 @@ func TestGitOpsExamplesAreValid(t *testing.T) {
 	if err != nil || len(files) < 4 {
 		t.Fatalf("want the example declarations, found %v (%v)", files, err)
 	}
+	files = append(files, "../../examples/agent-inside/template.yaml")
 	kinds := map[string]bool{}
 	for _, file := range files {
 		objs, err := testcluster.ReadManifests(file)

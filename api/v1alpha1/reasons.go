@@ -18,6 +18,14 @@ const (
 	// ReasonBuildFailed: the API server refused a member's object (an
 	// admission policy, a quota); the message has its answer.
 	ReasonBuildFailed = "BuildFailed"
+	// ReasonInvalidEgress: the template's egress cannot be enforced as
+	// written (a SandboxTemplate), or not in this cluster (a Sandbox or
+	// WarmPool: no egress gateway, a Service that selects no pods).
+	ReasonInvalidEgress = "InvalidEgress"
+	// ReasonServiceNotFound: a service rule of the template, or the
+	// reconciler's --egress-gateway, names no Service (see
+	// v1alpha1.MissingReference).
+	ReasonServiceNotFound = "ServiceNotFound"
 )
 
 // Reasons of a NodePool. Succeeded, Progressing, ProgressingWithRetry and
@@ -41,7 +49,6 @@ const (
 const (
 	ReasonValid             = "Valid"
 	ReasonInvalidImage      = "InvalidImage"
-	ReasonInvalidEgress     = "InvalidEgress"
 	ReasonDuplicatePortName = "DuplicatePortName"
 	ReasonNodePoolNotFound  = "NodePoolNotFound"
 )

@@ -206,17 +206,31 @@ type Workspace struct {
 // Network is a sandbox's allow-list on top of a default deny.
 type Network struct {
 	// ClusterDNS allows DNS queries to the cluster resolver (kube-system,
-	// port 53). Without it names do not resolve inside the sandbox.
+	// port 53). Without it names do not resolve inside the sandbox, except
+	// through the egress gateway, which resolves the names of hosts rules
+	// itself.
 	// +kubebuilder:default=true
 	// +optional
 	ClusterDNS *bool `json:"clusterDNS,omitempty"`
-	// Egress lists the destinations the sandbox may reach. The cloud metadata
-	// range (169.254.0.0/16) and cluster-internal ranges stay blocked unless
-	// a rule names them explicitly.
+	// Egress lists the destinations the sandbox may reach: address ranges
+	// (cidr), host names (hosts, through the egress gateway) or in-cluster
+	// Services (service). The cloud metadata range (169.254.0.0/16) and
+	// cluster-internal ranges stay blocked unless a cidr rule names them
+	// explicitly.
 	// +kubebuilder:validation:MaxItems=64
 	// +listType=atomic
 	// +optional
 	Egress []EgressRule `json:"egress,omitempty"`
+	// Endpoints are upstream APIs the sandbox reaches through the egress
+	// gateway at a plain-HTTP address of its own (announced in the
+	// sandbox's environment as AGENTSANDBOX_ENDPOINT_<NAME>), with a
+	// credential the gateway adds on the way out: the key stays in a Secret
+	// the sandbox, and its owner, cannot read.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Endpoints []Endpoint `json:"endpoints,omitempty"`
 	// IngressFrom lists the pods that may connect to the sandbox's ports.
 	// +kubebuilder:validation:MaxItems=16
 	// +listType=atomic
@@ -224,13 +238,20 @@ type Network struct {
 	IngressFrom []IngressPeer `json:"ingressFrom,omitempty"`
 }
 
-// EgressRule allows traffic to a CIDR, optionally on some ports only.
+// EgressRule allows traffic to one kind of destination, optionally on some
+// ports only: an address range (cidr, enforced by the NetworkPolicy), host
+// names (hosts, enforced by the egress gateway, which the sandbox reaches
+// as its HTTP(S) proxy) or an in-cluster Service (service, enforced by the
+// NetworkPolicy, following the Service's pods).
+// +kubebuilder:validation:XValidation:rule="[has(self.cidr), has(self.hosts), has(self.service)].filter(x, x).size() == 1",message="set exactly one of cidr, hosts or service"
+// +kubebuilder:validation:XValidation:rule="!(has(self.except) && has(self.hosts))",message="except carves ranges out of a cidr rule; a hosts rule has none"
+// +kubebuilder:validation:XValidation:rule="!(has(self.except) && has(self.service))",message="except carves ranges out of a cidr rule; a service rule has none"
 type EgressRule struct {
 	// CIDR the sandbox may reach, e.g. 0.0.0.0/0 or 140.82.112.0/20.
 	// +kubebuilder:validation:MaxLength=49
 	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",messageExpression="'\"' + self + '\" is not a CIDR such as 10.0.0.0/8 or 2001:db8::/32'"
-	// +required
-	CIDR string `json:"cidr"`
+	// +optional
+	CIDR string `json:"cidr,omitempty"`
 	// Except carves ranges out of CIDR.
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=49
@@ -238,11 +259,112 @@ type EgressRule struct {
 	// +listType=atomic
 	// +optional
 	Except []string `json:"except,omitempty"`
+	// Hosts the sandbox may reach by name through the egress gateway:
+	// exact names such as pypi.org, or *.example.com for every name below
+	// example.com (not example.com itself). The gateway resolves the name
+	// and refuses an answer in a private, loopback, link-local or cluster
+	// range unless a cidr rule allows that address.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^([*][.])?([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?[.])*[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`
+	// +listType=atomic
+	// +optional
+	Hosts []string `json:"hosts,omitempty"`
+	// Service allows the pods behind an in-cluster Service, such as a
+	// self-hosted model or a package mirror. The policy follows the
+	// Service's selector, so its pods may come and go; Ports name the
+	// Service's ports and are translated to the pods' target ports.
+	// +optional
+	Service *ServiceReference `json:"service,omitempty"`
 	// Ports limits the rule to these ports; all ports when empty.
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=atomic
 	// +optional
 	Ports []NetworkPort `json:"ports,omitempty"`
+}
+
+// ServiceReference names a Service in a namespace.
+type ServiceReference struct {
+	// Namespace of the Service.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Namespace string `json:"namespace"`
+	// Name of the Service.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+}
+
+// Endpoint is an upstream API served to the sandbox by the egress gateway,
+// which adds the credential on the way out.
+type Endpoint struct {
+	// Name of the endpoint: its path on the gateway (/endpoints/NAME) and
+	// its variable in the sandbox (AGENTSANDBOX_ENDPOINT_NAME, upper case,
+	// dashes as underscores).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+	// URL of the upstream, e.g. https://api.openai.com or, for an
+	// in-cluster model, http://vllm.models.svc:8000. A request to the
+	// endpoint's address plus a path goes to this URL plus that path. An
+	// https upstream's certificate is verified.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[-a-z0-9.:\[\]]+(/[^?#]*)?$`
+	// +required
+	URL string `json:"url"`
+	// Credential the gateway adds to every request; none when unset.
+	// +optional
+	Credential *EndpointCredential `json:"credential,omitempty"`
+}
+
+// EndpointCredential is a header the gateway sets from a Secret.
+type EndpointCredential struct {
+	// SecretRef is the Secret's key holding the credential. The egress
+	// gateway must be allowed to read it (the install manifests let it
+	// read Secrets in agentsandbox-system); the sandbox's owner need not,
+	// and should not, be.
+	// +required
+	SecretRef SecretKeyReference `json:"secretRef"`
+	// Header the credential goes in, e.g. Authorization or x-api-key. The
+	// gateway replaces any value the sandbox sent.
+	// +kubebuilder:default=Authorization
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][-A-Za-z0-9]*$`
+	// +optional
+	Header string `json:"header,omitempty"`
+	// Prefix goes before the credential in the header, e.g. "Bearer ".
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
+}
+
+// SecretKeyReference names a key of a Secret in a namespace.
+type SecretKeyReference struct {
+	// Namespace of the Secret.
+	// +kubebuilder:default=agentsandbox-system
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+	// Key in the Secret's data.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +required
+	Key string `json:"key"`
 }
 
 // NetworkPort is a port or port range of a network rule.

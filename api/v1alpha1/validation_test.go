@@ -46,6 +46,47 @@ func TestInvalidObjectsAreRejected(t *testing.T) {
 		{"template port out of range", with(template(""), func(o *v1.SandboxTemplate) {
 			o.Spec.Ports = []v1.ContainerPort{{ContainerPort: 70000}}
 		}), "spec.ports[0].containerPort", "less than or equal to 65535"},
+		{"template egress host with a scheme", with(template(""), func(o *v1.SandboxTemplate) {
+			o.Spec.Network.Egress = []v1.EgressRule{{Hosts: []string{"https://pypi.org"}}}
+		}), "spec.network.egress[0].hosts[0]", "should match"},
+		{"template egress host upper case", with(template(""), func(o *v1.SandboxTemplate) {
+			o.Spec.Network.Egress = []v1.EgressRule{{Hosts: []string{"PyPI.org"}}}
+		}), "spec.network.egress[0].hosts[0]", "should match"},
+		{"template egress wildcard in the middle", with(template(""), func(o *v1.SandboxTemplate) {
+			o.Spec.Network.Egress = []v1.EgressRule{{Hosts: []string{"api.*.example.com"}}}
+		}), "spec.network.egress[0].hosts[0]", "should match"},
+		{"template egress rule with cidr and hosts", with(template(""), func(o *v1.SandboxTemplate) {
+			o.Spec.Network.Egress = []v1.EgressRule{{CIDR: "0.0.0.0/0", Hosts: []string{"pypi.org"}}}
+		}), "spec.network.egress[0]", "set exactly one of cidr, hosts or service"},
+		{"template egress rule with nothing", with(template(""), func(o *v1.SandboxTemplate) {
+			o.Spec.Network.Egress = []v1.EgressRule{{Ports: []v1.NetworkPort{{Port: 443}}}}
+		}), "spec.network.egress[0]", "set exactly one of cidr, hosts or service"},
+		{"template egress hosts with except", with(template(""), func(o *v1.SandboxTemplate) {
+			o.Spec.Network.Egress = []v1.EgressRule{{Hosts: []string{"pypi.org"}, Except: []string{"10.0.0.0/8"}}}
+		}), "spec.network.egress[0]", "a hosts rule has none"},
+		{"template egress service without a name", with(template(""), func(o *v1.SandboxTemplate) {
+			o.Spec.Network.Egress = []v1.EgressRule{{Service: &v1.ServiceReference{Namespace: "models"}}}
+		}), "spec.network.egress[0].service.name", ""},
+		{"template endpoint with ftp URL", with(template(""), func(o *v1.SandboxTemplate) {
+			o.Spec.Network.Endpoints = []v1.Endpoint{{Name: "openai", URL: "ftp://api.openai.com"}}
+		}), "spec.network.endpoints[0].url", "should match"},
+		{"template endpoint URL with a user", with(template(""), func(o *v1.SandboxTemplate) {
+			o.Spec.Network.Endpoints = []v1.Endpoint{{Name: "openai", URL: "https://key@api.openai.com"}}
+		}), "spec.network.endpoints[0].url", "should match"},
+		{"template endpoint name upper case", with(template(""), func(o *v1.SandboxTemplate) {
+			o.Spec.Network.Endpoints = []v1.Endpoint{{Name: "OpenAI", URL: "https://api.openai.com"}}
+		}), "spec.network.endpoints[0].name", "should match"},
+		{"template endpoints with one name twice", with(template(""), func(o *v1.SandboxTemplate) {
+			o.Spec.Network.Endpoints = []v1.Endpoint{{Name: "openai", URL: "https://api.openai.com"}, {Name: "openai", URL: "https://example.com"}}
+		}), "spec.network.endpoints[1]", "Duplicate value"},
+		{"template endpoint credential without a key", with(template(""), func(o *v1.SandboxTemplate) {
+			o.Spec.Network.Endpoints = []v1.Endpoint{{Name: "openai", URL: "https://api.openai.com", Credential: &v1.EndpointCredential{SecretRef: v1.SecretKeyReference{Name: "openai"}}}}
+		}), "spec.network.endpoints[0].credential.secretRef.key", ""},
+		{"template endpoint credential header with a space", with(template(""), func(o *v1.SandboxTemplate) {
+			o.Spec.Network.Endpoints = []v1.Endpoint{{Name: "openai", URL: "https://api.openai.com", Credential: &v1.EndpointCredential{
+				SecretRef: v1.SecretKeyReference{Name: "openai", Key: "key"}, Header: "X Api Key",
+			}}}
+		}), "spec.network.endpoints[0].credential.header", "should match"},
 		{"template with duplicate ports", with(template(""), func(o *v1.SandboxTemplate) {
 			o.Spec.Ports = []v1.ContainerPort{{ContainerPort: 8888, Protocol: "TCP"}, {ContainerPort: 8888, Protocol: "TCP"}}
 		}), "spec.ports[1]", "Duplicate value"},

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -24,9 +27,14 @@ const defaultNamespace = v1.SystemNamespace
 // names both.
 const defaultEgressGateImage = "ghcr.io/agentsandbox/agentsandbox:latest"
 
+// defaultEgressGateway is the egress gateway's Service as config/gateway
+// installs it.
+const defaultEgressGateway = v1.SystemNamespace + "/" + v1.EgressGatewayName
+
 func newReconcileCommand() *cobra.Command {
 	opts := reconcile.ManagerOptions{}
 	controllers := reconcile.Controllers{}
+	var egressGateway string
 	zapOpts := zap.Options{}
 	cmd := &cobra.Command{
 		Use:   "reconcile",
@@ -41,11 +49,14 @@ leader lease it stops every controller and campaigns again. It exits on bad
 flags, and when the API server answers but the manager cannot start (the
 CRDs of config/ not installed, say).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 			if opts.LeaderElection && (opts.RetryPeriod >= opts.RenewDeadline || opts.RenewDeadline >= opts.LeaseDuration) {
 				return fmt.Errorf("--leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s) must hold",
 					opts.RetryPeriod, opts.RenewDeadline, opts.LeaseDuration)
+			}
+			if controllers.EgressGateway, err = namespacedName(egressGateway); err != nil {
+				return fmt.Errorf("--egress-gateway %q: %w", egressGateway, err)
 			}
 			cfg, err := ctrl.GetConfig()
 			if err != nil {
@@ -69,6 +80,8 @@ CRDs of config/ not installed, say).`,
 	f.DurationVar(&opts.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "how long running reconciles may take to finish on SIGTERM")
 	f.StringVar(&controllers.EgressGateImage, "egress-gate-image", defaultEgressGateImage,
 		"image with /sandbox-gate, which every sandbox pod runs before its own processes until its egress NetworkPolicy is enforced; \"\" runs none")
+	f.StringVar(&egressGateway, "egress-gateway", defaultEgressGateway,
+		"NAMESPACE/NAME of the egress gateway's Service (config/gateway), which templates' hosts rules and endpoints go through; \"\" for none, which refuses such templates' sandboxes")
 	f.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long after the leader's last renewal a standby replica takes over")
 	f.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops leading (and campaigns again)")
 	f.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the lease")
@@ -77,4 +90,16 @@ CRDs of config/ not installed, say).`,
 	ctrlconfig.RegisterFlags(goFlags) // --kubeconfig
 	f.AddGoFlagSet(goFlags)
 	return cmd
+}
+
+// namespacedName parses NAMESPACE/NAME; "" is no object.
+func namespacedName(s string) (types.NamespacedName, error) {
+	if s == "" {
+		return types.NamespacedName{}, nil
+	}
+	namespace, name, ok := strings.Cut(s, "/")
+	if !ok || namespace == "" || name == "" || strings.Contains(name, "/") {
+		return types.NamespacedName{}, errors.New("want NAMESPACE/NAME, such as agentsandbox-system/agentsandbox-gateway")
+	}
+	return types.NamespacedName{Namespace: namespace, Name: name}, nil
 }

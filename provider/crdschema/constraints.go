@@ -18,6 +18,8 @@ import (
 var patternMessages = map[string]string{
 	`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`: "must be a duration such as 90s, 30m or 8h",
 	`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`:  "must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit",
+	"^([*][.])?([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?[.])*[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$":                             "must be a host name such as pypi.org or a wildcard such as *.githubusercontent.com: lower case, no scheme, port or path",
+	`^https?://[-a-z0-9.:\[\]]+(/[^?#]*)?$`:                                                                             "must be an http or https URL without user, query or fragment, such as https://api.openai.com or http://vllm.models.svc:8000/v1",
 	`^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`: "must be a quantity such as 500m, 2, 256Mi or 5Gi",
 }
 

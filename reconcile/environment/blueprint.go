@@ -72,6 +72,8 @@ type Blueprint struct {
 	// (WithEgressGate); empty for none.
 	gateImage  string
 	gateProves bool
+	// egress is what the template's egress rules resolve to (WithEgress).
+	egress Egress
 }
 
 func managedLabels() map[string]string {
@@ -121,6 +123,13 @@ func OwnerLabel(owner string) string {
 	return strings.Trim(safe, "_.-") + "-" + suffix
 }
 
+// WithEgress builds the environment's policy and pod with what the
+// template's egress rules resolve to (ResolveEgress).
+func (b Blueprint) WithEgress(e Egress) Blueprint {
+	b.egress = e
+	return b
+}
+
 // Namespace is the name of the environment's namespace.
 func (b Blueprint) Namespace() string { return b.namespace }
 
@@ -146,7 +155,7 @@ func (b Blueprint) NamespaceObject() *corev1.Namespace {
 // namespace itself: policy, quota, limits and, when persistent, the
 // workspace claim.
 func (b Blueprint) Isolation(blocked []netip.Prefix) []client.Object {
-	objs := []client.Object{networkPolicy(b.namespace, b.template.Spec.Network, blocked), b.ResourceQuota(), b.limitRange()}
+	objs := []client.Object{networkPolicy(b.namespace, b.template.Spec.Network, blocked, b.egress), b.ResourceQuota(), b.limitRange()}
 	if pvc := b.workspaceClaim(); pvc != nil {
 		objs = append(objs, pvc)
 	}
@@ -296,6 +305,7 @@ func (b Blueprint) Pod() *corev1.Pod {
 			SeccompProfile:           seccomp,
 		},
 	}
+	container.Env = b.egress.podEnv(spec.Network, b.env)
 	for _, e := range b.env {
 		container.Env = append(container.Env, corev1.EnvVar{Name: e.Name, Value: e.Value})
 	}

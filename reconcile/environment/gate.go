@@ -41,10 +41,14 @@ func (b Blueprint) WithEgressGate(image string) Blueprint {
 // whether no egress rule may allow the kubelet's port.
 func GateProves(n v1.Network) bool { return !mayReach(n.Egress, gatePort) }
 
-// mayReach tells whether a rule allows TCP port, on any address: a rule of
-// all ports, or one whose ports include it.
+// mayReach tells whether a cidr rule allows TCP port, on any address: a
+// rule of all ports, or one whose ports include it. Hosts rules go through
+// the egress gateway and service rules to pods, never to a node's port.
 func mayReach(rules []v1.EgressRule, port int32) bool {
 	for _, r := range rules {
+		if r.CIDR == "" {
+			continue
+		}
 		if len(r.Ports) == 0 {
 			return true
 		}

@@ -14,11 +14,12 @@ import (
 )
 
 // MemberObjects are the objects of a new warm pool member: the environment
-// a Sandbox of the pool would get, with the pod started (behind the egress
+// a Sandbox of the pool would get (egress is what its template's egress
+// rules resolve to), with the pod started (behind the egress
 // gate of gateImage), owned by the pool and entered by nobody until a claim
 // binds an owner.
-func MemberObjects(pool *v1.WarmPool, namespace string, tpl *v1.SandboxTemplate, nodePool *v1.NodePool, blocked []netip.Prefix, gateImage string) []client.Object {
-	bp := ForMember(pool, namespace, tpl, nodePool).WithEgressGate(gateImage)
+func MemberObjects(pool *v1.WarmPool, namespace string, tpl *v1.SandboxTemplate, nodePool *v1.NodePool, egress Egress, blocked []netip.Prefix, gateImage string) []client.Object {
+	bp := ForMember(pool, namespace, tpl, nodePool).WithEgress(egress).WithEgressGate(gateImage)
 	return append(append([]client.Object{bp.NamespaceObject()}, bp.Isolation(blocked)...), bp.Pod())
 }
 

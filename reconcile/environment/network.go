@@ -64,8 +64,10 @@ func coveredBy(p netip.Prefix, except []string) bool {
 }
 
 // networkPolicy denies all ingress and egress of the sandbox namespace except
-// what the template allows.
-func networkPolicy(namespace string, n v1.Network, blocked []netip.Prefix) *networkingv1.NetworkPolicy {
+// what the template allows: its cidr rules directly, its service rules as
+// the pods behind the Services, and its hosts rules and endpoints through
+// the egress gateway (egress).
+func networkPolicy(namespace string, n v1.Network, blocked []netip.Prefix, egress Egress) *networkingv1.NetworkPolicy {
 	np := &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "sandbox", Namespace: namespace, Labels: managedLabels()},
 		Spec: networkingv1.NetworkPolicySpec{
@@ -85,6 +87,9 @@ func networkPolicy(namespace string, n v1.Network, blocked []netip.Prefix) *netw
 		})
 	}
 	for _, rule := range n.Egress {
+		if rule.CIDR == "" {
+			continue // a hosts or service rule: egress's
+		}
 		cidr, err := netip.ParsePrefix(rule.CIDR)
 		if err != nil {
 			continue // the template controller refuses such templates
@@ -94,6 +99,7 @@ func networkPolicy(namespace string, n v1.Network, blocked []netip.Prefix) *netw
 			Ports: ports(rule.Ports),
 		})
 	}
+	np.Spec.Egress = append(np.Spec.Egress, egress.egressPolicyRules(n)...)
 	for _, peer := range n.IngressFrom {
 		p := networkingv1.NetworkPolicyPeer{}
 		if peer.NamespaceLabels != nil || peer.PodLabels != nil {
@@ -134,7 +140,7 @@ func port(number int32, end *int32, protocol v1.Protocol) networkingv1.NetworkPo
 // destination it tries. Cluster DNS, allowed to the kube-dns pods only,
 // is not an address here.
 func EgressAllows(n v1.Network, blocked []netip.Prefix, address netip.AddrPort) bool {
-	for _, rule := range networkPolicy("", n, blocked).Spec.Egress {
+	for _, rule := range networkPolicy("", n, blocked, Egress{}).Spec.Egress {
 		if !portAllowed(rule.Ports, address.Port()) {
 			continue
 		}

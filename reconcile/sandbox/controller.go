@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -62,6 +63,9 @@ type Reconciler struct {
 	// until its egress policy is enforced (cmd/sandbox-gate); empty for no
 	// gate.
 	EgressGateImage string
+	// EgressGateway is the Service of the egress gateway that hosts rules
+	// and endpoints go through; empty when there is none.
+	EgressGateway types.NamespacedName
 
 	// written holds, by sandbox name, the writtenStatus this controller
 	// last wrote. A pass that starts from a cache which has not seen that write
@@ -108,6 +112,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(sandboxOfNamespace)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.sandboxOfPod)).
 		Watches(&v1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesOfTemplate)).
+		// A NetworkPolicy follows the Services its egress goes to.
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesOfService)).
 		// A pool's status changes with every claim and refill; only the
 		// sandboxes still waiting to be placed care.
 		Watches(&v1.WarmPool{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesBy(index.SandboxWarmPool, unplaced))).
@@ -128,6 +134,7 @@ const ConcurrentReconciles = 64
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=sandboxtemplates;warmpools;nodepools,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch;update;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;limitranges,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;patch
@@ -235,7 +242,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) (ctrl.Resul
 		sbx.Status.Phase = v1.SandboxPhasePending
 		return ctrl.Result{RequeueAfter: waitRetry}, nil
 	}
-	bp := environment.ForSandbox(sbx, namespace, res.template, res.nodePool, res.env).WithEgressGate(r.EgressGateImage)
+	bp := environment.ForSandbox(sbx, namespace, res.template, res.nodePool, res.env).WithEgress(res.egress).WithEgressGate(r.EgressGateImage)
 	created := false
 	if !justClaimed {
 		var taken *problem.Problem
@@ -374,6 +381,8 @@ type resolved struct {
 	warmPool *v1.WarmPool
 	// env is the template's environment with the sandbox's overrides.
 	env []v1.EnvVar
+	// egress is what the template's egress rules resolve to.
+	egress environment.Egress
 }
 
 // resolve finds the template (directly or through the warm pool), the node
@@ -403,7 +412,8 @@ func (r *Reconciler) resolve(ctx context.Context, sbx *v1.Sandbox) (resolved, *p
 	if res.env, err = environment.MergeEnv(res.template.Spec, sbx.Spec.Env); err != nil {
 		return res, problem.Stall(v1.ReasonEnvVarsInjectionRejected, "%s", err), nil
 	}
-	return res, nil, nil
+	res.egress, p, err = environment.ResolveEgress(ctx, r.Client, res.template, r.EgressGateway)
+	return res, p, err
 }
 
 // applyEnvironment applies the objects that isolate the sandbox's
@@ -581,6 +591,29 @@ func (r *Reconciler) sandboxesOfTemplate(ctx context.Context, tpl client.Object)
 	}
 	for i := range pools.Items {
 		reqs = append(reqs, r.sandboxesBy(index.SandboxWarmPool, everySandbox)(ctx, &pools.Items[i])...)
+	}
+	return reqs
+}
+
+// sandboxesOfService maps a Service to the sandboxes whose templates' egress
+// goes to it: through a service rule, or, for the egress gateway, through a
+// hosts rule or an endpoint.
+func (r *Reconciler) sandboxesOfService(ctx context.Context, svc client.Object) []reconcile.Request {
+	key := client.ObjectKeyFromObject(svc)
+	templates := &v1.SandboxTemplateList{}
+	if err := r.List(ctx, templates, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "failed to list templates", "service", key)
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range templates.Items {
+		n := templates.Items[i].Spec.Network
+		uses := key == r.EgressGateway && environment.UsesGateway(n) || slices.ContainsFunc(n.Egress, func(rule v1.EgressRule) bool {
+			return rule.Service != nil && rule.Service.Namespace == key.Namespace && rule.Service.Name == key.Name
+		})
+		if uses {
+			reqs = append(reqs, r.sandboxesOfTemplate(ctx, &templates.Items[i])...)
+		}
 	}
 	return reqs
 }

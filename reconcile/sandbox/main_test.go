@@ -24,8 +24,14 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.Controllers{}.Setup(mgr) })
+	reconciletest.Main(m, func(mgr ctrl.Manager) error {
+		return reconcile.Controllers{EgressGateway: testGateway}.Setup(mgr)
+	})
 }
+
+// testGateway is the egress gateway Service this package's controllers
+// point sandboxes at; the tests that need it create it (egress_test.go).
+var testGateway = types.NamespacedName{Namespace: v1.SystemNamespace, Name: "gateway-sandbox-test"}
 
 func newTemplate(t *testing.T, c client.Client, mutate func(*v1.SandboxTemplate)) *v1.SandboxTemplate {
 	t.Helper()

@@ -21,6 +21,9 @@ func validateSpec(spec v1.SandboxTemplateSpec) *problem.Problem {
 		return problem.Stall(v1.ReasonInvalidImage, "spec.image %q is not a valid image reference: %v", spec.Image, err)
 	}
 	for i, rule := range spec.Network.Egress {
+		if rule.CIDR == "" {
+			continue // a hosts or service rule, which the CRD's schema checks
+		}
 		cidr, err := netip.ParsePrefix(rule.CIDR)
 		if err != nil {
 			return problem.Stall(v1.ReasonInvalidEgress, "spec.network.egress[%d].cidr %q: %v", i, rule.CIDR, err)

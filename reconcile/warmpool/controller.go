@@ -98,6 +98,9 @@ type Reconciler struct {
 	// EgressGateImage holds every member's own processes back until its
 	// egress policy is enforced (cmd/sandbox-gate); empty for no gate.
 	EgressGateImage string
+	// EgressGateway is the Service of the egress gateway that hosts rules
+	// and endpoints go through; empty when there is none.
+	EgressGateway types.NamespacedName
 
 	memory *memory
 }
@@ -172,6 +175,10 @@ func (r *Reconciler) reconcile(ctx context.Context, pool *v1.WarmPool) outcome {
 	if p != nil || err != nil {
 		return outcome{problem: p, err: err}
 	}
+	egress, p, err := environment.ResolveEgress(ctx, r.Client, tpl, r.EgressGateway)
+	if p != nil || err != nil {
+		return outcome{problem: p, err: err}
+	}
 	o := outcome{templateHash: tpl.Status.ContentHash, want: int(pool.DesiredReplicas())}
 	members, err := environment.Members(ctx, r.Client, pool)
 	if err != nil {
@@ -195,13 +202,13 @@ func (r *Reconciler) reconcile(ctx context.Context, pool *v1.WarmPool) outcome {
 	var builds []memberBuild
 	for range min(toBuild, buildsPerPass) {
 		name := memberName(pool.Name)
-		builds = append(builds, memberBuild{name, environment.MemberObjects(pool, name, tpl, nodePool, r.BlockedEgress, r.EgressGateImage)})
+		builds = append(builds, memberBuild{name, environment.MemberObjects(pool, name, tpl, nodePool, egress, r.BlockedEgress, r.EgressGateImage)})
 	}
 	// A member whose build was cut short (a crash, a failed write) gets its
 	// missing objects; those it has are left as they are.
 	for _, m := range o.keep {
 		if !m.Complete && !inFlight[m.Namespace.Name] {
-			objs := environment.MemberObjects(pool, m.Namespace.Name, tpl, nodePool, r.BlockedEgress, r.EgressGateImage)[1:]
+			objs := environment.MemberObjects(pool, m.Namespace.Name, tpl, nodePool, egress, r.BlockedEgress, r.EgressGateImage)[1:]
 			builds = append(builds, memberBuild{m.Namespace.Name, objs})
 		}
 	}

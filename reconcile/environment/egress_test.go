@@ -1,0 +1,69 @@
+package environment
+
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+)
+
+func TestPodEnvLeavesTheTemplatesOwnVariables(t *testing.T) {
+	gateway := &corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.9", Ports: []corev1.ServicePort{{Port: 3128}}}}
+	n := v1.Network{Egress: []v1.EgressRule{{Hosts: []string{"pypi.org"}}}, Endpoints: []v1.Endpoint{{Name: "openai"}}}
+	env := Egress{Gateway: gateway}.podEnv(n, []v1.EnvVar{{Name: "NO_PROXY", Value: "internal.example"}})
+	names := map[string]string{}
+	for _, e := range env {
+		names[e.Name] = e.Value
+	}
+	if _, set := names["NO_PROXY"]; set {
+		t.Errorf("the template's NO_PROXY is overridden: %v", env)
+	}
+	if names["HTTPS_PROXY"] != "http://10.96.0.9:3128" || names["AGENTSANDBOX_ENDPOINT_OPENAI"] != "http://10.96.0.9:3128/endpoints/openai" {
+		t.Errorf("env = %v", env)
+	}
+	if got := (Egress{}).podEnv(n, nil); got != nil {
+		t.Errorf("without a gateway the pod gets %v", got)
+	}
+}
+
+func TestHostsAndServiceRulesLeaveTheGateItsProof(t *testing.T) {
+	// No ports: every port, but through the gateway or to a Service's
+	// pods, never to a node's kubelet.
+	n := v1.Network{Egress: []v1.EgressRule{{Hosts: []string{"pypi.org"}}, {Service: &v1.ServiceReference{Namespace: "m", Name: "s"}}}}
+	if !GateProves(n) {
+		t.Error("a hosts or service rule of every port keeps the gate from proving the policy")
+	}
+	n.Egress = append(n.Egress, v1.EgressRule{CIDR: "0.0.0.0/0"})
+	if GateProves(n) {
+		t.Error("a cidr rule of every port may reach the kubelet's, yet the gate would prove with it")
+	}
+}
+
+func TestTargetPortsTranslateTheServicesPorts(t *testing.T) {
+	svc := &corev1.Service{Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{
+		{Port: 80, TargetPort: intstr.FromInt32(8000), Protocol: corev1.ProtocolTCP},
+		{Port: 443, TargetPort: intstr.FromString("https"), Protocol: corev1.ProtocolTCP},
+		{Port: 9090, Protocol: corev1.ProtocolTCP}, // no target port: the same
+	}}}
+	str := func(rule []v1.NetworkPort) ([]string, *v1.NetworkPort) {
+		ports, missing := targetPorts(svc, rule)
+		var out []string
+		for _, p := range ports {
+			out = append(out, p.Port.String())
+		}
+		return out, missing
+	}
+	if got, _ := str(nil); !slices.Equal(got, []string{"8000", "https", "9090"}) {
+		t.Errorf("all ports: %v", got)
+	}
+	if got, _ := str([]v1.NetworkPort{{Port: 400, EndPort: ptr.To[int32](500)}}); !slices.Equal(got, []string{"https"}) {
+		t.Errorf("a range: %v", got)
+	}
+	if _, missing := str([]v1.NetworkPort{{Port: 8000}}); missing == nil || missing.Port != 8000 {
+		t.Errorf("a port the Service does not expose (its target port) is not reported: %v", missing)
+	}
+}
