@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-//go:embed crd/bases/*.yaml admission/*.yaml
+//go:embed crd/bases/*.yaml admission/*.yaml gateway/*.yaml
 var manifests embed.FS
 
 // CRDs returns the CRD of every kind, in file name order.
@@ -39,9 +39,16 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 
 // Admission returns every object config/admission installs: the policies,
 // their bindings and the ConfigMap that names the administrators.
-func Admission() ([]*unstructured.Unstructured, error) {
+func Admission() ([]*unstructured.Unstructured, error) { return objectsOf("admission/*.yaml") }
+
+// Gateway returns every object config/gateway installs: the egress
+// gateway's Deployment and Service, its identity and what it may read.
+func Gateway() ([]*unstructured.Unstructured, error) { return objectsOf("gateway/*.yaml") }
+
+// objectsOf parses every embedded file matching pattern.
+func objectsOf(pattern string) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
-	err := eachFile("admission/*.yaml", func(name string, data []byte) error {
+	err := eachFile(pattern, func(name string, data []byte) error {
 		parsed, err := ParseManifests(name, data)
 		objs = append(objs, parsed...)
 		return err
