@@ -357,9 +357,12 @@ TOML
 		running containerd || { tail -20 "${dir}/logs/containerd.log" >&2; return 1; }
 		sleep 0.2
 	done
-	build_gate_image
+	import_images "${images_dir}/pause.tar" "${images_dir}/python.tar"
+}
+
+import_images() {
 	local image out
-	for image in "${images_dir}/pause.tar" "${images_dir}/python.tar" "${dir}/gate/gate.tar"; do
+	for image in "$@"; do
 		# ctr warns on every call that cgroup v1 is deprecated: keep its
 		# output for when the import fails.
 		out="$(ctr images import "${image}" 2>&1)" || { echo "${out}" >&2; return 1; }
@@ -367,16 +370,19 @@ TOML
 }
 
 # build_gate_image packs cmd/sandbox-gate, as this checkout has it, into
-# the image every sandbox pod starts with (${gate_image}): a static binary
-# alone, built at each up (a second or two), so the node never runs an
-# older gate than the reconciler expects.
+# the image every sandbox pod starts with (${gate_image}), with the sandbox
+# agent and the egress gateway, as the Dockerfile's image has them: static
+# binaries alone, built and imported at each up, of a running node too (a
+# few seconds), so the node never runs an older gate, agent or gateway
+# than the reconciler and the tests expect.
 build_gate_image() {
 	rm -rf "${dir}/gate"
 	mkdir -p "${dir}/gate/root"
 	(cd "${root}" && CGO_ENABLED=0 go build -o "${dir}/gate/ociimage" ./hack/ociimage &&
 		CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${dir}/gate/root/sandbox-gate" ./cmd/sandbox-gate &&
-		CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${dir}/gate/root/agentsandbox-agent" ./cmd/agentsandbox-agent)
-	tar -C "${dir}/gate/root" -cf "${dir}/gate/rootfs.tar" sandbox-gate agentsandbox-agent
+		CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${dir}/gate/root/agentsandbox-agent" ./cmd/agentsandbox-agent &&
+		CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "${dir}/gate/root/agentsandbox-gateway" ./cmd/agentsandbox-gateway)
+	tar -C "${dir}/gate/root" -cf "${dir}/gate/rootfs.tar" sandbox-gate agentsandbox-agent agentsandbox-gateway
 	"${dir}/gate/ociimage" -rootfs "${dir}/gate/rootfs.tar" -tag "${gate_image}" -entrypoint /sandbox-gate -out "${dir}/gate/gate.tar"
 }
 
@@ -480,6 +486,30 @@ kube_router_up() {
 		sleep 0.3
 	done
 	echo "kube-router did not install its rules in 30s; see ${dir}/logs/kube-router.log" >&2
+	return 1
+}
+
+# kube-proxy is the node's service proxy, in nftables mode: sandboxes reach
+# the egress gateway at its Service's cluster IP, as on any cluster. Its
+# rules live in a table of their own, and an nftables accept in one table
+# does not override a drop in another, so nothing it installs can let a
+# connection past kube-router's policy; and a policy sees a connection to a
+# Service after the translation, with the pod's address, as enforcers do.
+# NodePorts it opens only on an address the node does not have; its health
+# and metrics only on loopback, which pods do not reach; and it keeps the
+# OOM score it inherits (root here may not lower it, see tools/build.sh).
+kube_proxy_up() {
+	start kube-proxy "$(bin kube-proxy kube-proxy)" --kubeconfig "$("${root}/hack/cluster.sh" kubeconfig)" \
+		--proxy-mode=nftables --hostname-override "${node}" --cluster-cidr "${pod_cidr}" \
+		--nodeport-addresses=192.0.2.1/32 --conntrack-max-per-core=0 --oom-score-adj=0 \
+		--healthz-bind-address=127.0.0.1:10256 --metrics-bind-address=127.0.0.1:10249
+	local i
+	for i in $(seq 1 100); do
+		nft list table ip kube-proxy >/dev/null 2>&1 && return 0
+		running kube-proxy || { tail -20 "${dir}/logs/kube-proxy.log" >&2; return 1; }
+		sleep 0.3
+	done
+	echo "kube-proxy did not install its rules in 30s; see ${dir}/logs/kube-proxy.log" >&2
 	return 1
 }
 
@@ -607,7 +637,7 @@ recycle_volumes() {
 }
 
 ready() {
-	running mount-namespace && running containerd && running kubelet && running kube-router && running volume-recycler &&
+	running mount-namespace && running containerd && running kubelet && running kube-router && running kube-proxy && running volume-recycler &&
 		[[ "$(kubectl get node "${node}" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]
 }
 
@@ -623,7 +653,7 @@ up() {
 	check
 	install_packages
 	check
-	"${root}/tools/build.sh" kube containerd gvisor kube-router
+	"${root}/tools/build.sh" kube containerd gvisor kube-router kube-proxy
 	"${root}/hack/cluster.sh" up
 	if ready && [[ "$(cat "${dir}/role" 2>/dev/null)" == "${role}" ]]; then
 		log "node ${node} already running (${role})"
@@ -635,14 +665,17 @@ up() {
 		build_images
 		save_host
 		echo "${role}" >"${dir}/role"
-		log "starting node ${node} (${role}): containerd, kubelet, kube-router"
+		log "starting node ${node} (${role}): containerd, kubelet, kube-router, kube-proxy"
 		network_up
 		mount_namespace_up
 		containerd_up
 		kubelet_credentials
 		kubelet_up
 		kube_router_up
+		kube_proxy_up
 	fi
+	build_gate_image
+	import_images "${dir}/gate/gate.tar"
 	# A test that opened IPv6 and did not live to close it.
 	ipv6 closed
 	# cluster.sh up adds the kwok gvisor nodes back each time.
@@ -699,6 +732,9 @@ down_node() {
 		kubectl delete storageclass agentsandbox-node-local --ignore-not-found >/dev/null 2>&1 || true
 	fi
 	kill_pid volume-recycler
+	kill_pid kube-proxy
+	nft delete table ip kube-proxy 2>/dev/null || true
+	nft delete table ip6 kube-proxy 2>/dev/null || true
 	kill_pid kube-router
 	[[ -x "$(bin kube-router kube-router)" ]] && "$(bin kube-router kube-router)" --cleanup-config >/dev/null 2>&1 || true
 	kill_pid kubelet

@@ -16,6 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,6 +44,9 @@ type targets struct {
 	// node inside the service range: what a NetworkPolicy enforcer that
 	// exempts service traffic would let through.
 	nodePort, serviceRange string
+	// service is a Service of server's pod: port 80 to its 8080, 81 to
+	// its 8081.
+	service types.NamespacedName
 }
 
 // ServiceRangeAddress is the address of the cluster's service range
@@ -65,7 +70,7 @@ func (e env) sharedTargets(t *testing.T) targets {
 		if shared.nodePort, shared.serviceRange, sharedErr = nodeLocalListeners(); sharedErr != nil {
 			return
 		}
-		shared.server, sharedErr = serverPod(e.cluster)
+		shared.server, shared.service, sharedErr = serverPod(e.cluster)
 	})
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
@@ -88,6 +93,7 @@ func clearStaleFixtures() {
 	}
 	_ = exec.Command("ip", "route", "flush", "table", metadataTable).Run()
 	_ = exec.Command("ip", "addr", "del", ServiceRangeAddress+"/32", "dev", realnode.Bridge).Run()
+	_ = exec.Command("ip", "addr", "del", UpstreamIP+"/32", "dev", realnode.Bridge).Run()
 }
 
 // metadataTable is the routing table that sends the pods' metadata
@@ -95,16 +101,16 @@ func clearStaleFixtures() {
 const metadataTable = "4242"
 
 // serverPod runs a pod that is not a sandbox on the real node, serving on
-// ports 8080 and 8081, and returns its IP.
-func serverPod(cluster *testcluster.Cluster) (string, error) {
+// ports 8080 and 8081, with a Service; returns its IP and the Service.
+func serverPod(cluster *testcluster.Cluster) (string, types.NamespacedName, error) {
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("realnode-server")}}
 	if err := cluster.Client.Create(ctx, ns); err != nil {
-		return "", err
+		return "", types.NamespacedName{}, err
 	}
 	teardown = append(teardown, func() { _ = cluster.Client.Delete(context.Background(), ns) })
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "server", Namespace: ns.Name},
+		ObjectMeta: metav1.ObjectMeta{Name: "server", Namespace: ns.Name, Labels: map[string]string{"app": "server"}},
 		Spec: corev1.PodSpec{
 			NodeSelector:                  map[string]string{corev1.LabelHostname: realnode.NodeName},
 			Tolerations:                   []corev1.Toleration{{Key: realnode.TaintKey, Operator: corev1.TolerationOpExists}},
@@ -131,16 +137,25 @@ servers[0].serve_forever()`},
 		},
 	}
 	if err := cluster.Client.Create(ctx, pod); err != nil {
-		return "", err
+		return "", types.NamespacedName{}, err
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "server", Namespace: ns.Name},
+		Spec: corev1.ServiceSpec{Selector: pod.Labels, Ports: []corev1.ServicePort{
+			{Name: "a", Port: 80, TargetPort: intstr.FromInt32(8080)}, {Name: "b", Port: 81, TargetPort: intstr.FromInt32(8081)},
+		}},
+	}
+	if err := cluster.Client.Create(ctx, svc); err != nil {
+		return "", types.NamespacedName{}, err
 	}
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, waitReady, true, func(ctx context.Context) (bool, error) {
 		err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod)
 		return err == nil && pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP != "", err
 	})
 	if err != nil {
-		return "", fmt.Errorf("server pod %s/%s not running (phase %s): %w", ns.Name, pod.Name, pod.Status.Phase, err)
+		return "", types.NamespacedName{}, fmt.Errorf("server pod %s/%s not running (phase %s): %w", ns.Name, pod.Name, pod.Status.Phase, err)
 	}
-	return pod.Status.PodIP, nil
+	return pod.Status.PodIP, client.ObjectKeyFromObject(svc), nil
 }
 
 // metadataListener serves HTTP on 169.254.169.254:80 inside a network
@@ -207,22 +222,31 @@ func nodeLocalListeners() (nodePort, serviceRange string, err error) {
 		_ = exec.Command("ip", "addr", "del", ServiceRangeAddress+"/32", "dev", realnode.Bridge).Run()
 	})
 	for _, addr := range []string{realnode.NodeIP + ":30080", ServiceRangeAddress + ":8080"} {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
+		if _, err := serveTCP(addr, func(conn net.Conn) { _ = conn.Close() }); err != nil {
 			return "", "", err
 		}
-		teardown = append(teardown, func() { _ = ln.Close() })
-		go func() {
-			for {
-				conn, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				_ = conn.Close()
-			}
-		}()
 	}
 	return realnode.NodeIP + ":30080", ServiceRangeAddress + ":8080", nil
+}
+
+// serveTCP listens on addr until the tests end and hands every connection
+// to handle, each on a goroutine of its own.
+func serveTCP(addr string, handle func(net.Conn)) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	teardown = append(teardown, func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go handle(conn)
+		}
+	}()
+	return ln.Addr(), nil
 }
 
 // listenIn opens a TCP listener inside the named network namespace. The

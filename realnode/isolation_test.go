@@ -163,6 +163,8 @@ func runtimeSuite(t *testing.T, handler string) {
 		})
 	})
 
+	t.Run("egress by name", func(t *testing.T) { e.checkEgressByName(t, pool, to) })
+
 	t.Run("the kubelet refuses anonymous requests", func(t *testing.T) {
 		got := e.python(t, sbxAllow.Name, kubeletProgram, "https://"+realnode.NodeIP+":10250/pods")
 		if strings.TrimSpace(got) != "401" {

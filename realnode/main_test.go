@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -34,7 +35,10 @@ func TestMain(m *testing.M) {
 	// that one only.
 	testcluster.Only(testcluster.NodeCluster)
 	code := reconciletest.Run(m, func(mgr ctrl.Manager) error {
-		return reconcile.Controllers{EgressGateImage: realnode.GateImage}.Setup(mgr)
+		return reconcile.Controllers{
+			EgressGateImage: realnode.GateImage,
+			EgressGateway:   types.NamespacedName{Namespace: v1.SystemNamespace, Name: v1.EgressGatewayName},
+		}.Setup(mgr)
 	})
 	for i := len(teardown) - 1; i >= 0; i-- {
 		teardown[i]()

@@ -34,8 +34,9 @@ tool_version() {
 	containerd) echo "${CONTAINERD_VERSION}" ;;
 	gvisor) echo "${GVISOR_VERSION}" ;;
 	kube-router) echo "${KUBE_ROUTER_VERSION}" ;;
+	kube-proxy) echo "${KUBE_VERSION}" ;;
 	*)
-		echo "unknown tool $1 (want kube, etcd, kwok, tofu, controller-gen, tfplugindocs, gotestsum, golangci-lint, terraform, containerd, gvisor, kube-router)" >&2
+		echo "unknown tool $1 (want kube, etcd, kwok, tofu, controller-gen, tfplugindocs, gotestsum, golangci-lint, terraform, containerd, gvisor, kube-router, kube-proxy)" >&2
 		return 1
 		;;
 	esac
@@ -68,7 +69,20 @@ module_copy() {
 }
 
 build_kube() {
-	local out="$1" src minor
+	build_kube_commands "$1" kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet
+}
+
+# build_kube-proxy builds the real node's service proxy: a tool of its own,
+# so that a cache built before the real node needed it keeps its kube.
+build_kube-proxy() {
+	build_kube_commands "$1" kube-proxy
+}
+
+# build_kube_commands OUT COMMAND... builds commands of k8s.io/kubernetes
+# at ${KUBE_VERSION} into OUT.
+build_kube_commands() {
+	local out="$1" src minor cmd
+	shift
 	src="$(module_copy k8s.io/kubernetes "${KUBE_VERSION}")"
 	# The module zip cannot resolve ./staging replacements; point every
 	# staging module at its published release of the same version instead.
@@ -80,8 +94,9 @@ build_kube() {
 	local ldflags="-s -w -X ${pkg}.gitVersion=${KUBE_VERSION} -X ${pkg}.gitMajor=1"
 	ldflags+=" -X ${pkg}.gitMinor=$(echo "${KUBE_VERSION}" | cut -d. -f2) -X ${pkg}.gitTreeState=clean"
 	ldflags+=" -X ${pkg}.buildDate=1970-01-01T00:00:00Z -X ${pkg}.gitCommit=0000000000000000000000000000000000000000"
-	(cd "${src}" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${out}/" \
-		./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler ./cmd/kubectl ./cmd/kubelet)
+	local pkgs=()
+	for cmd in "$@"; do pkgs+=("./cmd/${cmd}"); done
+	(cd "${src}" && GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -ldflags "${ldflags}" -o "${out}/" "${pkgs[@]}")
 	rm -rf "${src}"
 }
 
@@ -192,5 +207,5 @@ if [[ "${1:-}" == "--print-bin" ]]; then
 fi
 
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok controller-gen kube tofu tfplugindocs gotestsum golangci-lint terraform containerd gvisor kube-router)
+[[ ${#tools[@]} -gt 0 ]] || tools=(etcd kwok controller-gen kube tofu tfplugindocs gotestsum golangci-lint terraform containerd gvisor kube-router kube-proxy)
 for t in "${tools[@]}"; do ensure "$t"; done
