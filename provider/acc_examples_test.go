@@ -1,6 +1,7 @@
 package provider_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/acctest"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/gittest"
@@ -178,4 +180,46 @@ func gitopsExample(t *testing.T, root, kind string) *unstructured.Unstructured {
 	}
 	t.Fatalf("examples/gitops declares no %s", kind)
 	return nil
+}
+
+// TestAccAgentInsideExample applies examples/agent-inside/agent.tf and
+// checks that the API server makes of examples/agent-inside/template.yaml
+// exactly the template Terraform made: the two declare the same thing.
+func TestAccAgentInsideExample(t *testing.T) {
+	root, err := testcluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hcl, err := os.ReadFile(filepath.Join(root, "examples/agent-inside/agent.tf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := testcluster.ReadManifests(filepath.Join(root, "examples/agent-inside/template.yaml"))
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("examples/agent-inside/template.yaml: %d objects, %v", len(objs), err)
+	}
+	declared := objs[0]
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: acctest.Factories,
+		Steps: []resource.TestStep{{
+			Config: acctest.ProviderConfig(t) + string(hcl),
+			Check: func(*terraform.State) error {
+				live := acctest.Live(t, "template", declared.GetName())
+				if live == nil {
+					return fmt.Errorf("template %s not found", declared.GetName())
+				}
+				// The YAML's spec, as the API server would store it in
+				// place of Terraform's (defaults and all).
+				fromYAML := live.DeepCopy()
+				fromYAML.Object["spec"] = declared.Object["spec"]
+				if err := testcluster.Get(t).Client.Update(context.Background(), fromYAML, client.DryRunAll); err != nil {
+					return fmt.Errorf("template.yaml: dry run: %w", err)
+				}
+				if diff := cmp.Diff(live.Object["spec"], fromYAML.Object["spec"]); diff != "" {
+					return fmt.Errorf("agent.tf and template.yaml differ (-terraform +yaml):\n%s", diff)
+				}
+				return nil
+			},
+		}},
+	})
 }
