@@ -96,10 +96,10 @@ func (c *Client) Claim(ctx context.Context, opts ClaimOptions) (*v1.Sandbox, err
 	return ready, nil
 }
 
-// generateNamePrefix keeps generated names within the 55 characters a
+// generateNamePrefix keeps generated names within the characters a
 // sandbox name may have (the API server appends five).
 func generateNamePrefix(from string) string {
-	const maxPrefix = 55 - 5 - 1
+	const maxPrefix = v1.MaxSandboxNameLength - 5 - 1
 	if len(from) > maxPrefix {
 		from = from[:maxPrefix]
 	}

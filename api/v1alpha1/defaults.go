@@ -1,6 +1,10 @@
 package v1alpha1
 
-import "k8s.io/apimachinery/pkg/api/resource"
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
 
 // Defaults of a template's workspace (the CRD's, which a test holds these
 // to). The API server fills them into every stored template; code that reads
@@ -26,4 +30,48 @@ func (in *Workspace) MountPathOrDefault() string {
 		return DefaultWorkspaceMountPath
 	}
 	return in.MountPath
+}
+
+// Defaults of a GitSync (the CRD's, which a test holds these to), for the
+// same readers: `agentsandbox sync --once` and `diff` read a GitSync spec
+// from flags, and a stored one from before a default existed lacks it.
+const (
+	DefaultGitSyncPath     = "./"
+	DefaultGitSyncInterval = 5 * time.Minute
+	DefaultGitSyncTimeout  = 2 * time.Minute
+	DefaultGitSyncPrune    = true
+)
+
+// PathOrDefault is the directory of the repository the declarations are
+// read from.
+func (in *GitSyncSpec) PathOrDefault() string {
+	if in.Path == "" {
+		return DefaultGitSyncPath
+	}
+	return in.Path
+}
+
+// IntervalOrDefault is the time between syncs.
+func (in *GitSyncSpec) IntervalOrDefault() time.Duration {
+	if in.Interval.Duration <= 0 {
+		return DefaultGitSyncInterval
+	}
+	return in.Interval.Duration
+}
+
+// TimeoutOrDefault bounds one sync.
+func (in *GitSyncSpec) TimeoutOrDefault() time.Duration {
+	if in.Timeout.Duration <= 0 {
+		return DefaultGitSyncTimeout
+	}
+	return in.Timeout.Duration
+}
+
+// PruneOrDefault tells whether objects a revision no longer declares are
+// deleted.
+func (in *GitSyncSpec) PruneOrDefault() bool {
+	if in.Prune == nil {
+		return DefaultGitSyncPrune
+	}
+	return *in.Prune
 }

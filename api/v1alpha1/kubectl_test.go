@@ -127,3 +127,21 @@ func TestWarmPoolScaleSubresource(t *testing.T) {
 		t.Errorf("scaling to -2 was accepted")
 	}
 }
+
+// TestExplainDescribesEgressByName: `kubectl explain` shows the doc
+// comments of the egress fields, as users read them.
+func TestExplainDescribesEgressByName(t *testing.T) {
+	t.Parallel()
+	cl := testcluster.Get(t)
+	for field, want := range map[string]string{
+		"sandboxtemplate.spec.network.egress.hosts":                   "*.example.com for every name below",
+		"sandboxtemplate.spec.network.egress.service":                 "follows the",
+		"sandboxtemplate.spec.network.endpoints":                      "AGENTSANDBOX_ENDPOINT_<NAME>",
+		"sandboxtemplate.spec.network.endpoints.credential.secretRef": "should not",
+	} {
+		out := cl.Kubectl(t, "explain", field)
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
+			t.Errorf("kubectl explain %s does not say %q:\n%s", field, want, out)
+		}
+	}
+}

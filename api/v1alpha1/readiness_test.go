@@ -1,7 +1,12 @@
 package v1alpha1_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -52,6 +57,30 @@ func TestDefaultsMatchTheCRD(t *testing.T) {
 	if size := empty.SizeOrDefault(); size.String() != v1.DefaultWorkspaceSize || empty.MountPathOrDefault() != v1.DefaultWorkspaceMountPath {
 		t.Errorf("an empty workspace: size %s, mount path %q", size.String(), empty.MountPathOrDefault())
 	}
+
+	data, err = os.ReadFile("../../config/crd/bases/agentsandbox.dev_gitsyncs.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		t.Fatal(err)
+	}
+	gitSync := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties
+	for field, want := range map[string]string{
+		"path": `"` + v1.DefaultGitSyncPath + `"`, "prune": strconv.FormatBool(v1.DefaultGitSyncPrune),
+		"interval": `"` + strings.TrimSuffix(v1.DefaultGitSyncInterval.String(), "0s") + `"`,
+		"timeout":  `"` + strings.TrimSuffix(v1.DefaultGitSyncTimeout.String(), "0s") + `"`,
+	} {
+		if d := gitSync[field].Default; d == nil || string(d.Raw) != want {
+			t.Errorf("spec.%s defaults to %v in the CRD, the Go default is %s", field, d, want)
+		}
+	}
+	spec := v1.GitSyncSpec{}
+	if spec.PathOrDefault() != v1.DefaultGitSyncPath || spec.IntervalOrDefault() != v1.DefaultGitSyncInterval ||
+		spec.TimeoutOrDefault() != v1.DefaultGitSyncTimeout || spec.PruneOrDefault() != v1.DefaultGitSyncPrune {
+		t.Errorf("an empty GitSync spec: path %q, interval %s, timeout %s, prune %v",
+			spec.PathOrDefault(), spec.IntervalOrDefault(), spec.TimeoutOrDefault(), spec.PruneOrDefault())
+	}
 }
 
 func TestReadiness(t *testing.T) {
@@ -92,5 +121,53 @@ func TestReadiness(t *testing.T) {
 		if got := tc.obj.Readiness(); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", name, got, tc.want)
 		}
+	}
+}
+
+// TestEveryNotFoundReasonIsAMissingReference: MissingReference names its
+// reasons one by one; a new reason that says another object is missing
+// must join them (or be renamed), which this test, reading reasons.go,
+// makes someone decide.
+func TestEveryNotFoundReasonIsAMissingReference(t *testing.T) {
+	file, err := parser.ParseFile(token.NewFileSet(), "reasons.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	ast.Inspect(file, func(n ast.Node) bool {
+		lit, ok := n.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return true
+		}
+		reason, _ := strconv.Unquote(lit.Value)
+		if strings.HasSuffix(reason, "NotFound") {
+			found++
+			if !v1.MissingReference(reason) {
+				t.Errorf("reason %s is not a MissingReference", reason)
+			}
+		}
+		return true
+	})
+	if found < 4 {
+		t.Errorf("read %d …NotFound reasons in reasons.go, want at least 4", found)
+	}
+	for _, reason := range []string{v1.ReasonInvalidEgress, v1.ReasonPodReady, "NotFound", ""} {
+		if v1.MissingReference(reason) {
+			t.Errorf("%q is a MissingReference", reason)
+		}
+	}
+}
+
+// TestMaxSandboxNameLengthIsTheCRDs: the constant clients use and the
+// CRD's rule on metadata.name allow the same length.
+func TestMaxSandboxNameLengthIsTheCRDs(t *testing.T) {
+	data, err := os.ReadFile("../../config/crd/bases/agentsandbox.dev_sandboxes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "self.metadata.name.size() <= " + strconv.Itoa(v1.MaxSandboxNameLength)
+	// The YAML may fold the rule: compare with the white space squeezed.
+	if !strings.Contains(strings.Join(strings.Fields(string(data)), " "), want) {
+		t.Errorf("the Sandbox CRD has no rule %q", want)
 	}
 }

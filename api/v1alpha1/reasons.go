@@ -57,6 +57,8 @@ const (
 const (
 	ReasonPoolFull = "PoolFull"
 	ReasonFilling  = "Filling"
+	// ReasonMembersDeleted (an event): a pass deleted members.
+	ReasonMembersDeleted = "MembersDeleted"
 	// ReasonMembersUnschedulable: some members' pods cannot be placed on a node.
 	// They are kept, not rebuilt: a new pod would not fit either, and they
 	// start as soon as a node they fit joins.
@@ -153,4 +155,13 @@ const (
 	ReasonApplyFailed            = "ApplyFailed"
 	ReasonPruneFailed            = "PruneFailed"
 	ReasonHealthCheckFailed      = "HealthCheckFailed"
+	// ReasonSuspended: Ready's reason for a GitSync suspended before its
+	// first sync; one suspended later keeps its last sync's.
+	ReasonSuspended = "Suspended"
+	// ReasonPruned (an event): what a GitSync deleted with deletionPolicy
+	// Delete took with it.
+	ReasonPruned = "Pruned"
+	// ReasonAdopted (a warning event): a sync took over objects that
+	// existed without the GitSync's label.
+	ReasonAdopted = "Adopted"
 )

@@ -210,6 +210,12 @@ func (in *Sandbox) IdleStopped() bool {
 	return ready != nil && ready.Reason == ReasonIdleTimeout
 }
 
+// MaxSandboxNameLength is the longest name a Sandbox may have: its
+// namespace is named sandbox-<name>, and a namespace name has at most 63
+// characters. The CRD's rule on metadata.name below says the same number
+// (TestMaxSandboxNameLengthIsTheCRDs).
+const MaxSandboxNameLength = 63 - len("sandbox-")
+
 // Sandbox is one isolated environment in a namespace of its own, owned by
 // one developer or agent.
 //

@@ -1,7 +1,5 @@
 package v1alpha1
 
-import "strings"
-
 // Category is the kubectl category every kind of this API belongs to, so
 // `kubectl get agentsandbox` lists them all.
 const Category = "agentsandbox"
@@ -16,11 +14,20 @@ const (
 )
 
 // MissingReference reports whether a Ready reason says the object names
-// another that does not exist (TemplateNotFound, WarmPoolNotFound,
-// NodePoolNotFound): not Stalled, since creating the other heals it
-// without a change to this one, but what a wait for readiness (Terraform's)
-// need not wait out when nothing creates it.
-func MissingReference(reason string) bool { return strings.HasSuffix(reason, "NotFound") }
+// another that does not exist: not Stalled, since creating the other heals
+// it without a change to this one, but what a wait for readiness
+// (Terraform's) need not wait out when nothing creates it.
+func MissingReference(reason string) bool { return missingReferences[reason] }
+
+// missingReferences are the reasons MissingReference recognises, named
+// one by one: a reason is one by what it means, not by how it is spelt.
+var missingReferences = map[string]bool{
+	ReasonTemplateNotFound:       true,
+	ReasonWarmPoolNotFound:       true,
+	ReasonNodePoolNotFound:       true,
+	ReasonServiceNotFound:        true,
+	ReasonServiceAccountNotFound: true,
+}
 
 // WorkspaceName names the workspace volume of every sandbox pod, and its
 // PersistentVolumeClaim when the workspace is persistent. It lives beside

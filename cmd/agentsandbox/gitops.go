@@ -201,7 +201,7 @@ func (f pruneFlags) resolve(ctx context.Context, a *applier.Applier, decls []dec
 			return pruneScope{}, err
 		}
 		applier.SetOwner(decls, gs.Name)
-		if gs.Spec.Prune != nil && !*gs.Spec.Prune {
+		if !gs.Spec.PruneOrDefault() {
 			return pruneScope{}, nil
 		}
 		return pruneScope{owner: gs.Name, previous: gs.Status.Inventory, why: "in the inventory of GitSync " + gs.Name + ", no longer declared"}, nil
@@ -308,11 +308,7 @@ func (s gitOpsSource) read(ctx context.Context) ([]declarations.Declaration, err
 	if err != nil {
 		return nil, err
 	}
-	path := s.path
-	if path == "" {
-		path = "./"
-	}
-	return declarations.ReadDir(dir, path)
+	return declarations.ReadDir(dir, (&v1.GitSyncSpec{Path: s.path}).PathOrDefault())
 }
 
 // load reads the declarations and returns an applier on the cluster of

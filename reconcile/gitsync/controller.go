@@ -44,18 +44,6 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/problem"
 )
 
-// ReasonSuspended is Ready's reason for a GitSync suspended before its
-// first sync; one suspended later keeps its last sync's.
-const ReasonSuspended = "Suspended"
-
-// ReasonPruned is the reason of the event listing what a GitSync deleted
-// with deletionPolicy Delete took with it.
-const ReasonPruned = "Pruned"
-
-// ReasonAdopted is the reason of the warning event recorded when a sync
-// takes over objects that existed without the GitSync's label.
-const ReasonAdopted = "Adopted"
-
 // healthInterval is how often a sync looks at what it applied while
 // waiting for it to converge.
 const healthInterval = 500 * time.Millisecond
@@ -228,7 +216,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 
 	p := r.syncAndReport(ctx, gs, patcher, wasReady, previousMessage)
-	next := durationOr(gs.Spec.Interval.Duration, 5*time.Minute)
+	next := gs.Spec.IntervalOrDefault()
 	if p != nil {
 		next = durationOr(gs.Spec.RetryInterval.Duration, next)
 	}
@@ -241,7 +229,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 // wasReady and previousMessage are the Ready condition before this
 // reconcile marked it in progress.
 func (r *Reconciler) syncAndReport(ctx context.Context, gs *v1.GitSync, patcher *patch.SerialPatcher, wasReady bool, previousMessage string) *problem.Problem {
-	timeout := durationOr(gs.Spec.Timeout.Duration, 2*time.Minute)
+	timeout := gs.Spec.TimeoutOrDefault()
 	syncCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
@@ -306,7 +294,7 @@ func (r *Reconciler) finalize(ctx context.Context, gs *v1.GitSync) error {
 			return err
 		}
 		if summary := summarize(pruned); summary != "" {
-			r.recorder.Eventf(gs, nil, corev1.EventTypeNormal, ReasonPruned, "Delete", "deleted with the GitSync: %s", summary)
+			r.recorder.Eventf(gs, nil, corev1.EventTypeNormal, v1.ReasonPruned, "Delete", "deleted with the GitSync: %s", summary)
 		}
 	}
 	before := gs.DeepCopy()
@@ -334,7 +322,7 @@ func markSuspended(gs *v1.GitSync) {
 	ready := conditions.Get(gs, v1.ReadyCondition)
 	switch {
 	case ready == nil:
-		conditions.MarkUnknown(gs, v1.ReadyCondition, ReasonSuspended, "%s", suspendedMessage)
+		conditions.MarkUnknown(gs, v1.ReadyCondition, v1.ReasonSuspended, "%s", suspendedMessage)
 	case !strings.HasPrefix(ready.Message, suspendedMessage):
 		ready.Message = suspendedMessage + "; the last sync: " + ready.Message
 		conditions.Set(gs, ready)
@@ -388,7 +376,7 @@ func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync, patcher *patch.Se
 		return nil, problem.New(v1.ReasonValidationFailed, "revision %s: dry run refused: %v", co.rev, err)
 	}
 	inventory := applier.Inventory(decls)
-	prune := gs.Spec.Prune == nil || *gs.Spec.Prune
+	prune := gs.Spec.PruneOrDefault()
 	var pruning []v1.InventoryEntry
 	if prune {
 		pruning = applier.Stale(gs.Status.Inventory, inventory)
@@ -523,7 +511,7 @@ func (r *Reconciler) fetch(ctx context.Context, gs *v1.GitSync, auth transport.A
 // as gs's, decoding them only when the checkout or the path is new. They
 // are not changed afterwards: the applier copies what it sends.
 func (r *Reconciler) read(gs *v1.GitSync, co checkout) (*declaredRevision, error) {
-	path := pathOr(gs.Spec.Path)
+	path := gs.Spec.PathOrDefault()
 	if co.parsed != nil && co.parsed.path == path {
 		return co.parsed, nil
 	}
@@ -612,7 +600,7 @@ func (r *Reconciler) recordAdoptions(gs *v1.GitSync, rev source.Revision, planne
 	if len(adopted) > shown {
 		list += fmt.Sprintf(" and %d more", len(adopted)-shown)
 	}
-	r.recorder.Eventf(gs, nil, corev1.EventTypeWarning, ReasonAdopted, "Sync",
+	r.recorder.Eventf(gs, nil, corev1.EventTypeWarning, v1.ReasonAdopted, "Sync",
 		"revision %s adopted %s: created outside this GitSync (with kubectl, say, or by another GitSync), now managed and pruned from Git", rev, list)
 }
 
@@ -640,11 +628,4 @@ func durationOr(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
-}
-
-func pathOr(p string) string {
-	if p == "" {
-		return "./"
-	}
-	return p
 }

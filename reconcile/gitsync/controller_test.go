@@ -1104,7 +1104,7 @@ func TestAdoptionIsRecorded(t *testing.T) {
 		}
 		var out []string
 		for _, e := range list.Items {
-			if e.Regarding.Name == gs.Name && e.Reason == gitsync.ReasonAdopted {
+			if e.Regarding.Name == gs.Name && e.Reason == v1.ReasonAdopted {
 				out = append(out, e.Type+": "+e.Note)
 			}
 		}

@@ -33,9 +33,6 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/index"
 )
 
-// ReasonMembersDeleted is the event of a pass that deleted members.
-const ReasonMembersDeleted = "MembersDeleted"
-
 // maxRetryDelay bounds the backoff after failed passes: a pool whose builds
 // fail keeps trying at least this often, so it fills soon after the cause
 // (an admission policy, a quota the controller manager is slow to count)

@@ -166,7 +166,7 @@ func TestPoolFillsAndScalesThroughScaleSubresource(t *testing.T) {
 		}
 		return n == 1, fmt.Sprintf("%d members", n)
 	})
-	waitEvent(t, c, pool, corev1.EventTypeNormal, warmpool.ReasonMembersDeleted, "beyond replicas 1")
+	waitEvent(t, c, pool, corev1.EventTypeNormal, v1.ReasonMembersDeleted, "beyond replicas 1")
 }
 
 func TestRecreateRollsMembersAtOnce(t *testing.T) {
@@ -180,7 +180,7 @@ func TestRecreateRollsMembersAtOnce(t *testing.T) {
 		return byHash[hash] == 2 && len(byHash) == 1, fmt.Sprint(byHash)
 	})
 	poolStatus(t, c, pool, 2, 2)
-	waitEvent(t, c, pool, corev1.EventTypeNormal, warmpool.ReasonMembersDeleted, "built from an earlier template")
+	waitEvent(t, c, pool, corev1.EventTypeNormal, v1.ReasonMembersDeleted, "built from an earlier template")
 }
 
 func TestOnReplenishKeepsStaleMembersUntilClaimed(t *testing.T) {

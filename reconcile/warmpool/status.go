@@ -197,7 +197,7 @@ func (r *Reconciler) recordDeletions(pool *v1.WarmPool, d deletions, want int) {
 		why = append(why, fmt.Sprintf("%d beyond replicas %d", d.excess, want))
 	}
 	if len(why) > 0 {
-		r.recorder.Eventf(pool, nil, corev1.EventTypeNormal, ReasonMembersDeleted, "Delete",
+		r.recorder.Eventf(pool, nil, corev1.EventTypeNormal, v1.ReasonMembersDeleted, "Delete",
 			"deleted %d members: %s", d.stale+d.excess, strings.Join(why, ", "))
 	}
 }
