@@ -196,6 +196,7 @@ up() {
 	if [[ -n "${released}" ]]; then
 		# shellcheck disable=SC2086 # a list of names
 		kubectl delete pv --wait=false ${released} >/dev/null
+		# shellcheck disable=SC2086 # the same list
 		kubectl wait --for=delete --timeout 60s pv ${released} >/dev/null 2>&1 || true
 	fi
 	storage_manifest | kubectl apply --server-side -f - >/dev/null

@@ -88,11 +88,11 @@ missing() {
 }
 
 check() {
-	local gaps
+	local gaps gap
 	gaps="$(missing)"
 	[[ -z "${gaps}" ]] && return 0
 	echo "this machine cannot run the real node; it lacks:" >&2
-	sed 's/^/  - /' <<<"${gaps}" >&2
+	while IFS= read -r gap; do echo "  - ${gap}"; done <<<"${gaps}" >&2
 	return 1
 }
 
@@ -149,7 +149,7 @@ save_host() {
 	# Tables first: listing iptables chains creates the tables it lists.
 	nft list tables >"${dir}/host.nft"
 	chains >"${dir}/host.chains"
-	ls /var/run/netns 2>/dev/null | sort >"${dir}/host.netns" || true
+	find /var/run/netns -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort >"${dir}/host.netns" || true
 	mv "${dir}/host.sysctl.tmp" "${dir}/host.sysctl"
 }
 
@@ -618,7 +618,7 @@ YAML
 # back a volume that went missing. No workspace reaches another sandbox.
 recycle_volumes() {
 	local class phases i name
-	role="$(cat "${dir}/volumes/role" 2>/dev/null)" || role=test
+	role="$(cat "${dir}/volumes/role" 2>/dev/null)" || role="test"
 	enter_node
 	while sleep 2; do
 		class="$(cat "${dir}/volumes/class" 2>/dev/null)" || continue
@@ -643,7 +643,7 @@ ready() {
 
 up() {
 	case "${1:-}" in
-	"") role=test ;;
+	"") role="test" ;;
 	--demo) role=demo ;;
 	*)
 		echo "hack/node.sh up: unknown option $1 (want --demo or nothing)" >&2
@@ -736,7 +736,9 @@ down_node() {
 	nft delete table ip kube-proxy 2>/dev/null || true
 	nft delete table ip6 kube-proxy 2>/dev/null || true
 	kill_pid kube-router
-	[[ -x "$(bin kube-router kube-router)" ]] && "$(bin kube-router kube-router)" --cleanup-config >/dev/null 2>&1 || true
+	if [[ -x "$(bin kube-router kube-router)" ]]; then
+		"$(bin kube-router kube-router)" --cleanup-config >/dev/null 2>&1 || true
+	fi
 	kill_pid kubelet
 	kill_pid containerd
 	local p m n k v
@@ -748,10 +750,12 @@ down_node() {
 	# Mounts under the node's directory, deepest first (a node of an older
 	# checkout made them in the machine's namespace), and the network
 	# namespaces' files the CNI made.
-	for m in $(awk -v d="${dir}/" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r); do
+	awk -v d="${dir}/" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r | while IFS= read -r m; do
 		umount -l "${m}" 2>/dev/null || true
 	done
-	for n in $(ls /var/run/netns 2>/dev/null); do
+	for n in /var/run/netns/*; do
+		[[ -e "${n}" ]] || continue
+		n="${n##*/}"
 		grep -qxF "${n}" "${dir}/host.netns" 2>/dev/null && continue
 		[[ "${n}" == cni-* ]] || continue
 		umount -l "/var/run/netns/${n}" 2>/dev/null || true
@@ -778,14 +782,14 @@ down_node() {
 		grep -qxF "${n}" "${dir}/host.ipsets" 2>/dev/null || ipset destroy "${n}" 2>/dev/null || true
 	done
 	if [[ -f "${dir}/host.sysctl" ]]; then
-		while IFS== read -r k v; do sysctl -qw "${k}=${v}" 2>/dev/null || true; done <"${dir}/host.sysctl"
+		while IFS='=' read -r k v; do sysctl -qw "${k}=${v}" 2>/dev/null || true; done <"${dir}/host.sysctl"
 	fi
 	if [[ -f "${dir}/host.sysctl" && ! -e "${dir}/host.run-containerd" ]] && ! pgrep -x containerd >/dev/null; then
 		rm -rf /run/containerd
 	fi
 	# Cgroups the kubelet and the runtimes made; they exist only for the node.
 	for m in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
-		[[ -d "${m}" ]] && find "${m}" -depth -type d -exec rmdir {} + 2>/dev/null || true
+		if [[ -d "${m}" ]]; then find "${m}" -depth -type d -exec rmdir {} + 2>/dev/null || true; fi
 	done
 	rm -rf "${dir:?}/pids" "${dir}/run" "${dir}/containerd" "${dir}/kubelet" "${dir}/runsc" "${dir}/cni" "${dir}/gate" \
 		"${dir}/pod-logs" "${dir}/host."* "${dir}/role"

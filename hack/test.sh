@@ -44,12 +44,13 @@ need_packages() {
 # page's tests (webui) drive Debian's headless Chromium.
 need_packages "the SSH tests" openssh-client ssh scp sftp
 need_packages "the Sandboxes page tests" chromium chromium
+need_packages "make lint's shell checks" shellcheck shellcheck
 # The page embeds its terminal emulator, installed from npm.
 hack/web.sh
 
 log "checking generated files"
 make --no-print-directory verify-generate
-log "golangci-lint (gofmt, go vet, staticcheck and the layout's import rules)"
+log "golangci-lint (gofmt, go vet, staticcheck and the layout's import rules) and shellcheck"
 make --no-print-directory lint
 
 # Test packages run two at a time (TEST_CLUSTERS), each on a local cluster
