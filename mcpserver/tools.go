@@ -204,7 +204,7 @@ func readiness(obj v1.Judged) (ready bool, why string) {
 
 func (t *tools) listSandboxes(ctx context.Context, _ *mcp.CallToolRequest, in listSandboxesIn) (*mcp.CallToolResult, sandboxList, error) {
 	out := sandboxList{Sandboxes: []Sandbox{}}
-	list, err := t.sdk.List(ctx, !in.All)
+	list, err := t.sdk.List(ctx, sandboxclient.ListOptions{Mine: !in.All})
 	if err != nil {
 		return nil, out, err
 	}

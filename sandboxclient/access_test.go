@@ -56,7 +56,7 @@ func TestNotYours(t *testing.T) {
 	if !errors.As(err, &nf) || err.Error() != "sandbox no-such-sandbox not found" {
 		t.Errorf("exec in a missing sandbox: %v", err)
 	}
-	mine, err := alice.client.List(ctx, true)
+	mine, err := alice.client.List(ctx, sandboxclient.ListOptions{Mine: true})
 	if err != nil || len(mine) != 1 || mine[0].Name != sbx.Name {
 		t.Errorf("alice's own sandboxes: %v %v", mine, err)
 	}

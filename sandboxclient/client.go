@@ -17,7 +17,9 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -93,27 +95,74 @@ func (c *Client) getRaw(ctx context.Context, name string) (*v1.Sandbox, error) {
 	return sbx, nil
 }
 
-// List returns every sandbox the caller may see, sorted by name. With mine,
-// only those the caller owns.
-func (c *Client) List(ctx context.Context, mine bool) ([]v1.Sandbox, error) {
-	list := &v1.SandboxList{}
-	if err := c.client.List(ctx, list); err != nil {
-		return nil, c.explain(ctx, "", "list", err)
+// ListOptions narrow a List. The API server filters (the Sandbox CRD
+// declares these fields selectable) and hands the list out in pages, so a
+// cluster of thousands of sandboxes is never one response.
+type ListOptions struct {
+	// Mine lists only the caller's own sandboxes.
+	Mine bool
+	// Owner, Template and Phase, when set, list only the sandboxes of that
+	// owner, of that template (spec.templateRef) and in that phase.
+	Owner, Template string
+	Phase           v1.SandboxPhase
+	// PageSize is how many sandboxes one request asks for; DefaultPageSize
+	// when zero.
+	PageSize int64
+}
+
+// DefaultPageSize is ListOptions' default: about 1 MiB of sandboxes a
+// response.
+const DefaultPageSize = 500
+
+// List returns the sandboxes the caller may see that opts select, sorted
+// by name. The pages come from one consistent snapshot of the API server:
+// a sandbox created or deleted while the list is read is in it or not,
+// never twice and never a page's worth short. When the snapshot expires
+// before the last page (the API server keeps one for minutes), the list
+// starts over from a new one.
+func (c *Client) List(ctx context.Context, opts ListOptions) ([]v1.Sandbox, error) {
+	owner := opts.Owner
+	if opts.Mine {
+		user := c.User(ctx)
+		if user == "" {
+			return nil, errors.New("the API server does not say who you are (selfsubjectreviews), so your own sandboxes cannot be told apart: list them all")
+		}
+		if owner != "" && owner != user {
+			return nil, fmt.Errorf("your own sandboxes are %s's, not %s's: list everyone's to see another owner's", user, owner)
+		}
+		owner = user
 	}
-	if !mine {
-		return list.Items, nil
+	selector := fields.Set{}
+	if owner != "" {
+		selector["spec.owner"] = owner
 	}
-	user := c.User(ctx)
-	if user == "" {
-		return nil, errors.New("the API server does not say who you are (selfsubjectreviews), so your own sandboxes cannot be told apart: list them all")
+	if opts.Template != "" {
+		selector["spec.templateRef.name"] = opts.Template
+	}
+	if opts.Phase != "" {
+		selector["status.phase"] = string(opts.Phase)
+	}
+	pageSize := opts.PageSize
+	if pageSize <= 0 {
+		pageSize = DefaultPageSize
 	}
 	var out []v1.Sandbox
-	for _, s := range list.Items {
-		if s.Spec.Owner == user {
-			out = append(out, s)
+	next := ""
+	for {
+		page := &v1.SandboxList{}
+		err := c.client.List(ctx, page, client.MatchingFieldsSelector{Selector: selector.AsSelector()}, client.Limit(pageSize), client.Continue(next))
+		if apierrors.IsResourceExpired(err) {
+			out, next = nil, ""
+			continue
+		}
+		if err != nil {
+			return nil, c.explain(ctx, "", "list", err)
+		}
+		out = append(out, page.Items...)
+		if next = page.Continue; next == "" {
+			return out, nil
 		}
 	}
-	return out, nil
 }
 
 // Stop asks for the sandbox's pod to be deleted while its namespace and

@@ -171,3 +171,27 @@ func TestMaxSandboxNameLengthIsTheCRDs(t *testing.T) {
 		t.Errorf("the Sandbox CRD has no rule %q", want)
 	}
 }
+
+// TestSandboxPhasesAreTheCRDs: SandboxPhases, which clients offer as
+// choices, are the CRD's enum, in order.
+func TestSandboxPhasesAreTheCRDs(t *testing.T) {
+	data, err := os.ReadFile("../../config/crd/bases/agentsandbox.dev_sandboxes.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		t.Fatal(err)
+	}
+	var enum []string
+	for _, e := range crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"].Properties["phase"].Enum {
+		enum = append(enum, strings.Trim(string(e.Raw), `"`))
+	}
+	var phases []string
+	for _, p := range v1.SandboxPhases {
+		phases = append(phases, string(p))
+	}
+	if strings.Join(enum, ",") != strings.Join(phases, ",") {
+		t.Errorf("the CRD's phases are %v, SandboxPhases %v", enum, phases)
+	}
+}

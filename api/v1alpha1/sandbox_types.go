@@ -109,6 +109,13 @@ const (
 	SandboxPhaseDeleting SandboxPhase = "Deleting"
 )
 
+// SandboxPhases are the phases in the order a sandbox goes through them,
+// as the CRD's enum lists them (TestSandboxPhasesAreTheCRDs).
+var SandboxPhases = []SandboxPhase{
+	SandboxPhasePending, SandboxPhaseStarting, SandboxPhaseRunning, SandboxPhaseStopping,
+	SandboxPhaseStopped, SandboxPhaseFailed, SandboxPhaseDeleting,
+}
+
 // LaunchType says how a sandbox was started.
 // +kubebuilder:validation:Enum=Warm;Cold
 type LaunchType string
@@ -223,6 +230,10 @@ const MaxSandboxNameLength = 63 - len("sandbox-")
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=sbx,categories=agentsandbox
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$') && self.metadata.name.size() <= 55",message="metadata.name must be a DNS label of at most 55 characters: the sandbox's namespace is named sandbox-<name>, and a namespace name has at most 63 characters"
+// +kubebuilder:selectablefield:JSONPath=`.spec.owner`
+// +kubebuilder:selectablefield:JSONPath=`.spec.templateRef.name`
+// +kubebuilder:selectablefield:JSONPath=`.spec.warmPoolRef.name`
+// +kubebuilder:selectablefield:JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Owner",type=string,JSONPath=`.spec.owner`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.spec.state`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -70,26 +71,44 @@ func newListCommand() *cobra.Command {
 	var conn clientFlags
 	var out outputFlag
 	var all bool
+	var opts sandboxclient.ListOptions
+	var phase string
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List your sandboxes (--all: everyone's)",
-		Args:  cobra.NoArgs,
+		Use:   "list [--all] [--owner WHO] [--template NAME] [--phase PHASE]",
+		Short: "List your sandboxes (--all: everyone's), filtered by owner, template or phase",
+		Long: `Lists sandboxes, yours unless --all. The API server filters by --owner,
+--template and --phase and hands the list out in pages of --page-size, all
+from one snapshot: a sandbox created or deleted meanwhile is listed once or
+not at all.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := out.validate(); err != nil {
 				return err
 			}
+			if phase != "" {
+				opts.Phase = v1.SandboxPhase(phase)
+				if !slices.Contains(v1.SandboxPhases, opts.Phase) {
+					return fmt.Errorf("--phase %q: want one of %v", phase, v1.SandboxPhases)
+				}
+			}
+			opts.Mine = !all && opts.Owner == ""
 			c, err := conn.client()
 			if err != nil {
 				return err
 			}
-			list, err := c.List(cmd.Context(), !all)
+			list, err := c.List(cmd.Context(), opts)
 			if err != nil {
 				return err
 			}
 			return out.print(cmd.OutOrStdout(), false, list...)
 		},
 	}
-	cmd.Flags().BoolVarP(&all, "all", "A", false, "list every sandbox you may see, not only yours")
+	f := cmd.Flags()
+	f.BoolVarP(&all, "all", "A", false, "list every sandbox you may see, not only yours")
+	f.StringVar(&opts.Owner, "owner", "", "only the sandboxes of this owner (implies --all)")
+	f.StringVar(&opts.Template, "template", "", "only the sandboxes of this template (spec.templateRef)")
+	f.StringVar(&phase, "phase", "", "only the sandboxes in this phase: Pending, Starting, Running, Stopping, Stopped, Failed or Deleting")
+	f.Int64Var(&opts.PageSize, "page-size", sandboxclient.DefaultPageSize, "sandboxes a request to the API server asks for")
 	conn.register(cmd)
 	out.register(cmd)
 	return cmd

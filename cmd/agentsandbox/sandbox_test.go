@@ -251,6 +251,16 @@ func TestSandboxCommands(t *testing.T) {
 	if res.code != 0 || !strings.Contains(res.stdout, "name: "+name) || !strings.Contains(res.stdout, "kind: List") {
 		t.Errorf("list -o yaml: %+v", res)
 	}
+	res = cli(t, bob, "", "list", "--owner", alice.Name, "--template", tpl.Name, "--phase", "Running", "--page-size", "1", "-o", "yaml")
+	if res.code != 0 || !strings.Contains(res.stdout, "name: "+name) || strings.Count(res.stdout, "kind: Sandbox\n") != 1 {
+		t.Errorf("list --owner alice --template --phase Running: %+v", res)
+	}
+	if res := cli(t, alice, "", "list", "--template", tpl.Name, "--phase", "Stopped", "-o", "yaml"); res.code != 0 || strings.Contains(res.stdout, "kind: Sandbox\n") {
+		t.Errorf("list --phase Stopped: %+v; want no sandbox", res)
+	}
+	if res := cli(t, alice, "", "list", "--phase", "running"); res.code != 1 || !strings.Contains(res.stderr, `--phase "running": want one of [Pending Starting Running`) {
+		t.Errorf("list --phase running: %+v", res)
+	}
 	if res := cli(t, alice, "", "get", name); res.code != 0 || !regexp.MustCompile(name+` +Running +Running +Cold +`+regexp.QuoteMeta(alice.Name)).MatchString(res.stdout) {
 		t.Errorf("get: %+v", res)
 	}
