@@ -38,17 +38,35 @@ unset AGENTSANDBOX_CLUSTER
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${AGENTSANDBOX_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/agentsandbox}"
 dir="${cache}/node"
-node=agentsandbox-node
-bridge=asbr0
-node_ip=10.244.0.1
-pod_cidr=10.244.0.0/24
-# Processes and threads a pod may have (realnode.PodPidsLimit).
-pod_pids_limit=1024
+# realnode_const NAME is the constant NAME of realnode/realnode.go, which
+# keeps the node's names, addresses and limits once, for this script and
+# the tests that run sandboxes on the node.
+realnode_const() {
+	local value
+	value="$(sed -n -E "s/^\t$1 += \"?([^\"]*)\"?\$/\1/p" "${root}/realnode/realnode.go")"
+	[[ -n "${value}" ]] || {
+		echo "realnode/realnode.go has no constant $1" >&2
+		exit 1
+	}
+	echo "${value}"
+}
+node="$(realnode_const NodeName)"
+bridge="$(realnode_const Bridge)"
+node_ip="$(realnode_const NodeIP)"
+pod_cidr="$(realnode_const PodCIDR)"
+group_label="$(realnode_const GroupLabel)"
+real_group="$(realnode_const Group)"
+real_taint="$(realnode_const TaintKey)"
+storage_class_name="$(realnode_const StorageClass)"
+small_volume_mib="$(realnode_const SmallVolume)"
+small_volume_mib="${small_volume_mib%Mi}"
+pod_pids_limit="$(realnode_const PodPidsLimit)"
 # The images examples and tests name; built here, never pulled.
-python_image=localhost/agentsandbox/python:3.11
+python_image="$(realnode_const PythonImage)"
 pause_image=localhost/agentsandbox/pause:1
-# The sandbox pods' egress gate (realnode.GateImage), built at each up.
-gate_image=localhost/agentsandbox/sandbox-gate:dev
+# The sandbox pods' egress gate, with the agent and the egress gateway,
+# built at each up.
+gate_image="$(realnode_const GateImage)"
 debian_suite=bookworm
 debian_mirror="${AGENTSANDBOX_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 packages=(runc containernetworking-plugins iptables ipset nftables mmdebstrap iproute2 openssl e2fsprogs)
@@ -413,7 +431,7 @@ YAML
 }
 
 kubelet_up() {
-	local group=real taint_key=agentsandbox.dev/real-node taint_value=true
+	local group="${real_group}" taint_key="${real_taint}" taint_value=true
 	if [[ "${role}" == demo ]]; then
 		group=gvisor taint_key=agentsandbox.dev/runtime taint_value=gvisor
 	fi
@@ -451,7 +469,7 @@ YAML
 	PATH="$(bindir containerd):${PATH}" start kubelet "${in_node[@]}" "$(bin kube kubelet)" \
 		--config "${dir}/kubelet.yaml" --kubeconfig "${dir}/kubelet.kubeconfig" \
 		--root-dir "${dir}/kubelet" --cert-dir "${dir}/pki" \
-		--hostname-override "${node}" --node-ip "${node_ip}" --node-labels "agentsandbox.dev/node-group=${group}"
+		--hostname-override "${node}" --node-ip "${node_ip}" --node-labels "${group_label}=${group}"
 	local i
 	for i in $(seq 1 120); do
 		kubectl get node "${node}" >/dev/null 2>&1 && break
@@ -530,9 +548,9 @@ volume_mib() {
 	local i="$1"
 	if [[ "${role}" == demo ]]; then
 		if ((i < 24)); then echo 5120; else echo 1024; fi
-	elif ((i < 8)); then echo 64; else echo 1024; fi
+	elif ((i < 8)); then echo "${small_volume_mib}"; else echo 1024; fi
 }
-storage_class() { if [[ "${role}" == demo ]]; then echo standard; else echo agentsandbox-node-local; fi; }
+storage_class() { if [[ "${role}" == demo ]]; then echo standard; else echo "${storage_class_name}"; fi; }
 volumes_up() {
 	local class i
 	class="$(storage_class)"
@@ -680,7 +698,7 @@ up() {
 	ipv6 closed
 	# cluster.sh up adds the kwok gvisor nodes back each time.
 	if [[ "${role}" == demo ]]; then
-		kubectl delete node -l agentsandbox.dev/node-group=gvisor,type=kwok --wait=false >/dev/null
+		kubectl delete node -l "${group_label}=gvisor,type=kwok" --wait=false >/dev/null
 	fi
 	volumes_up
 	start volume-recycler "${root}/hack/node.sh" recycle-volumes
@@ -729,7 +747,7 @@ down_node() {
 			kubectl delete pvc -n "${claim%%/*}" "${claim#*/}" --wait=false >/dev/null 2>&1 || true
 		done
 		kubectl delete pv -l agentsandbox.dev/node-volume --timeout 60s >/dev/null 2>&1 || true
-		kubectl delete storageclass agentsandbox-node-local --ignore-not-found >/dev/null 2>&1 || true
+		kubectl delete storageclass "${storage_class_name}" --ignore-not-found >/dev/null 2>&1 || true
 	fi
 	kill_pid volume-recycler
 	kill_pid kube-proxy

@@ -455,7 +455,7 @@ func (t *tools) runOnce(ctx context.Context, _ *mcp.CallToolRequest, in runOnceI
 // describe is what the tools say about a sandbox.
 func describe(sbx *v1.Sandbox) Sandbox {
 	s := Sandbox{Name: sbx.Name, Owner: sbx.Spec.Owner, State: string(sbx.Spec.State), Phase: string(sbx.Status.Phase),
-		Ready: sandboxclient.IsReady(sbx), LaunchType: string(sbx.Status.LaunchType)}
+		Ready: sbx.Usable(), LaunchType: string(sbx.Status.LaunchType)}
 	if !s.Ready {
 		s.Message = sbx.Readiness().Message
 	}

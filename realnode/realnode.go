@@ -4,7 +4,9 @@
 // controllers from a template really runs isolated, under runc and under
 // gVisor, with its egress governed by NetworkPolicy.
 //
-// The values are hack/node.sh's; change them in both places.
+// hack/node.sh reads its values from here (realnode_const): this file is
+// the one place they are kept. Keep each a one-line string or number
+// constant, which is all the script's reader understands.
 package realnode
 
 const (

@@ -106,13 +106,6 @@ func generateNamePrefix(from string) string {
 	return from + "-"
 }
 
-// IsReady reports whether the sandbox's pod runs and is Ready, as of the
-// status the controller last wrote for the current spec.
-func IsReady(sbx *v1.Sandbox) bool {
-	return sbx.Status.ObservedGeneration == sbx.Generation && sbx.Status.Phase == v1.SandboxPhaseRunning &&
-		sbx.Status.PodName != "" && conditions.IsTrue(sbx, v1.ReadyCondition)
-}
-
 // WaitReady waits up to timeout for the sandbox to be Ready. It fails early
 // when the sandbox fails, is stalled (only a spec change can help) or stops,
 // and when its pod has found no node, or its node has failed to start it,
@@ -120,7 +113,7 @@ func IsReady(sbx *v1.Sandbox) bool {
 // controller's message then gives the scheduler's or the kubelet's words.
 func (c *Client) WaitReady(ctx context.Context, name string, timeout time.Duration, progress func(Progress)) (*v1.Sandbox, error) {
 	return c.waitFor(ctx, name, timeout, progress, func(sbx *v1.Sandbox) (bool, error) {
-		if IsReady(sbx) {
+		if sbx.Usable() {
 			return true, nil
 		}
 		if sbx.Status.ObservedGeneration != sbx.Generation {

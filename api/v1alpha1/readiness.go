@@ -104,6 +104,16 @@ func (in *Sandbox) Readiness() Readiness {
 	return r
 }
 
+// Usable reports whether the sandbox's pod runs and is Ready, as of the
+// status the controller last wrote for the current spec: what a client
+// waits for before it runs a command. Readiness is another question,
+// whether the sandbox is as declared: a stopped sandbox, or one stopped for
+// idleness, is settled but not usable.
+func (in *Sandbox) Usable() bool {
+	return in.Status.ObservedGeneration == in.Generation && in.Status.Phase == SandboxPhaseRunning &&
+		in.Status.PodName != "" && meta.IsStatusConditionTrue(in.Status.Conditions, ReadyCondition)
+}
+
 // conditionReadiness reads the Ready and Stalled conditions of a status
 // that describes the current generation; before that, they are about an
 // older spec.

@@ -195,3 +195,28 @@ func TestSandboxPhasesAreTheCRDs(t *testing.T) {
 		t.Errorf("the CRD's phases are %v, SandboxPhases %v", enum, phases)
 	}
 }
+
+// TestUsableIsRunningAndReadyNow: usable means the pod runs and is Ready
+// for the current spec; a settled stopped sandbox, an older generation's
+// status or a Ready condition without a pod is not.
+func TestUsableIsRunningAndReadyNow(t *testing.T) {
+	ready := metav1.Condition{Type: v1.ReadyCondition, Status: metav1.ConditionTrue}
+	sbx := func(generation int64, phase v1.SandboxPhase, pod string, conds ...metav1.Condition) *v1.Sandbox {
+		return &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Generation: generation},
+			Status: v1.SandboxStatus{ObservedGeneration: 2, Phase: phase, PodName: pod, Conditions: conds}}
+	}
+	for name, tc := range map[string]struct {
+		sbx  *v1.Sandbox
+		want bool
+	}{
+		"running and ready":      {sbx(2, v1.SandboxPhaseRunning, "sandbox", ready), true},
+		"an older spec's status": {sbx(3, v1.SandboxPhaseRunning, "sandbox", ready), false},
+		"stopped":                {sbx(2, v1.SandboxPhaseStopped, "", ready), false},
+		"no pod":                 {sbx(2, v1.SandboxPhaseRunning, "", ready), false},
+		"running, not yet ready": {sbx(2, v1.SandboxPhaseRunning, "sandbox"), false},
+	} {
+		if got := tc.sbx.Usable(); got != tc.want {
+			t.Errorf("%s: Usable() = %v, want %v", name, got, tc.want)
+		}
+	}
+}

@@ -4,9 +4,11 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
@@ -76,5 +78,37 @@ func TestMergeEnvFollowsThePolicy(t *testing.T) {
 	tpl.EnvVarsInjectionPolicy = v1.EnvVarsInjectionOverrides
 	if got, err := MergeEnv(tpl, override); err != nil || got[0].Value != "9" {
 		t.Errorf("Overrides: %v %v", got, err)
+	}
+}
+
+// TestClaimedNamespaceIsLabelledAsTheSandboxsOwn: a claimed member's
+// namespace carries the labels a cold start's would (ForSandbox), so
+// nothing that selects sandboxes' namespaces can tell them apart, and the
+// Sandbox controls it.
+func TestClaimedNamespaceIsLabelledAsTheSandboxsOwn(t *testing.T) {
+	pool := &v1.WarmPool{ObjectMeta: metav1.ObjectMeta{Name: "python", UID: "pool-uid"}}
+	tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "python"}}
+	member := ForMember(pool, "sandbox-wp-python-x1", tpl, nil).NamespaceObject()
+	sbx := &v1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-1", UID: "sbx-uid"},
+		Spec:       v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: "python"}, Owner: "alice@example.com"},
+	}
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	claimed := ClaimedNamespace(member, sbx, now)
+	cold := ForSandbox(sbx, member.Name, tpl, nil, nil).NamespaceObject()
+	for _, key := range []string{v1.LabelSandbox, v1.LabelSandboxUID, v1.LabelOwner, v1.LabelTemplate, v1.LabelWarmPool, v1.LabelManagedBy} {
+		if claimed.Labels[key] != cold.Labels[key] {
+			t.Errorf("label %s: claimed %q, a cold start's %q", key, claimed.Labels[key], cold.Labels[key])
+		}
+	}
+	if claimed.Labels[v1.LabelMember] != v1.MemberClaimed || claimed.Annotations[v1.AnnotationOwner] != sbx.Spec.Owner ||
+		claimed.Annotations[v1.AnnotationClaimedAt] != "2026-12-04T12:00:00Z" {
+		t.Errorf("claimed namespace: labels %v annotations %v", claimed.Labels, claimed.Annotations)
+	}
+	if ref := metav1.GetControllerOf(claimed); ref == nil || ref.UID != sbx.UID || len(claimed.OwnerReferences) != 1 {
+		t.Errorf("claimed namespace's owners: %v", claimed.OwnerReferences)
+	}
+	if member.Labels[v1.LabelMember] != v1.MemberAvailable || metav1.GetControllerOf(member).UID != pool.UID {
+		t.Error("the member's namespace itself was changed")
 	}
 }

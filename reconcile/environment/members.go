@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -36,6 +37,29 @@ func ForMember(pool *v1.WarmPool, namespace string, tpl *v1.SandboxTemplate, nod
 		namespace: namespace, labels: l, template: tpl, nodePool: nodePool, env: tpl.Spec.Env,
 		controller: ControllerRef(v1.KindWarmPool, pool),
 	}
+}
+
+// ClaimedNamespace is member's namespace as a claim by sbx at now leaves
+// it: labelled as the sandbox's own namespace is (ForSandbox), marked
+// claimed, annotated with its owner and the time, and controlled by the
+// Sandbox instead of the pool. The claim writes it in one update
+// conditional on member's resourceVersion.
+func ClaimedNamespace(member *corev1.Namespace, sbx *v1.Sandbox, now time.Time) *corev1.Namespace {
+	claimed := member.DeepCopy()
+	if claimed.Labels == nil {
+		claimed.Labels = map[string]string{}
+	}
+	claimed.Labels[v1.LabelMember] = v1.MemberClaimed
+	claimed.Labels[v1.LabelSandbox] = sbx.Name
+	claimed.Labels[v1.LabelSandboxUID] = string(sbx.UID)
+	claimed.Labels[v1.LabelOwner] = OwnerLabel(sbx.Spec.Owner)
+	if claimed.Annotations == nil {
+		claimed.Annotations = map[string]string{}
+	}
+	claimed.Annotations[v1.AnnotationOwner] = sbx.Spec.Owner
+	claimed.Annotations[v1.AnnotationClaimedAt] = now.UTC().Format(time.RFC3339Nano)
+	claimed.OwnerReferences = []metav1.OwnerReference{ControllerRef(v1.KindSandbox, sbx)}
+	return claimed
 }
 
 // Member is an unclaimed member of a warm pool as the cache shows it. The

@@ -149,18 +149,8 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 			continue
 		}
 		attempts++
-		claimed := ns.DeepCopy()
-		claimed.Labels[v1.LabelMember] = v1.MemberClaimed
-		claimed.Labels[v1.LabelSandbox] = sbx.Name
-		claimed.Labels[v1.LabelSandboxUID] = string(sbx.UID)
-		claimed.Labels[v1.LabelOwner] = environment.OwnerLabel(sbx.Spec.Owner)
-		if claimed.Annotations == nil {
-			claimed.Annotations = map[string]string{}
-		}
 		now := metav1.NewTime(time.Now())
-		claimed.Annotations[v1.AnnotationOwner] = sbx.Spec.Owner
-		claimed.Annotations[v1.AnnotationClaimedAt] = now.UTC().Format(time.RFC3339Nano)
-		claimed.OwnerReferences = []metav1.OwnerReference{environment.ControllerRef(v1.KindSandbox, sbx)}
+		claimed := environment.ClaimedNamespace(ns, sbx, now.Time)
 		err := r.Update(ctx, claimed)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			r.taken.Delete(ns.Name)
