@@ -163,8 +163,6 @@ func runtimeSuite(t *testing.T, handler string) {
 		})
 	})
 
-	t.Run("egress by name", func(t *testing.T) { e.checkEgressByName(t, pool, to) })
-
 	t.Run("the kubelet refuses anonymous requests", func(t *testing.T) {
 		got := e.python(t, sbxAllow.Name, kubeletProgram, "https://"+realnode.NodeIP+":10250/pods")
 		if strings.TrimSpace(got) != "401" {
@@ -183,6 +181,11 @@ func runtimeSuite(t *testing.T, handler string) {
 	} else {
 		t.Run("warm claim and run", func(t *testing.T) { e.checkWarmClaim(t, target) })
 	}
+	// Last: it ends by replacing the egress gateway's pods, and the check
+	// of the kubelet's answer, run right after it, once timed out
+	// connecting under gVisor on a loaded run (the enforcer resyncs on
+	// every pod change; the cause is not proven). Nothing runs after it.
+	t.Run("egress by name", func(t *testing.T) { e.checkEgressByName(t, pool, to) })
 }
 
 func tcp(cidr string, ports ...int32) v1.EgressRule {

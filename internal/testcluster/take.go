@@ -18,6 +18,9 @@ import (
 // default local cluster, started when it is not running.
 func offered(root, local string) ([]candidate, error) {
 	if list := os.Getenv(TestClustersEnv); list != "" {
+		if list == NoCluster {
+			return nil, ErrNoCluster
+		}
 		names := strings.Split(list, ",")
 		if only != "" {
 			if !slices.Contains(names, only) {

@@ -1,6 +1,7 @@
 package testcluster
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -71,5 +72,14 @@ func TestTakeWaitsForAFreeCluster(t *testing.T) {
 	case <-released:
 	default:
 		t.Fatal("take returned a cluster before any was released")
+	}
+}
+
+// TestNoClusterIsOfferedOnPurpose: TestClustersEnv=none offers nothing,
+// with the error Get turns into a skip, before any cluster is started.
+func TestNoClusterIsOfferedOnPurpose(t *testing.T) {
+	t.Setenv(TestClustersEnv, NoCluster)
+	if got, err := offered(t.TempDir(), "unused"); !errors.Is(err, ErrNoCluster) || got != nil {
+		t.Errorf("offered: %v, %v; want ErrNoCluster", got, err)
 	}
 }

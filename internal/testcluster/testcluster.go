@@ -19,6 +19,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -72,15 +73,27 @@ type Cluster struct {
 
 // Get returns the shared cluster, starting the local one on first use when
 // KUBECONFIG is unset. A cluster that cannot be reached fails the test: a
-// test that needs the API server never passes without one.
+// test that needs the API server never passes without one. Only where no
+// cluster is offered on purpose (TestClustersEnv=NoCluster, make unit) does
+// the test skip, saying so.
 func Get(t testing.TB) *Cluster {
 	t.Helper()
 	c, err := Connect()
+	if errors.Is(err, ErrNoCluster) {
+		t.Skip(err.Error())
+	}
 	if err != nil {
 		t.Fatalf("test cluster: %v", err)
 	}
 	return c
 }
+
+// NoCluster is the value of TestClustersEnv that offers no cluster at all:
+// make unit runs the tests that need none, and those that need one skip.
+const NoCluster = "none"
+
+// ErrNoCluster is Connect's answer when TestClustersEnv is NoCluster.
+var ErrNoCluster = errors.New("this test needs a cluster, and " + TestClustersEnv + "=" + NoCluster + " offers none (make unit); make test runs it")
 
 // Connect is Get for TestMain, where there is no testing.TB yet.
 func Connect() (*Cluster, error) {

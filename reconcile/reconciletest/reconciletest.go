@@ -5,6 +5,7 @@ package reconciletest
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -36,6 +37,10 @@ func Run(m *testing.M, setup func(ctrl.Manager) error) int {
 	// Errors only: a controller that cannot start its watches says why.
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel), zap.StacktraceLevel(zapcore.PanicLevel)))
 	cluster, err := testcluster.Connect()
+	if errors.Is(err, testcluster.ErrNoCluster) {
+		// make unit: the tests that need the controllers skip.
+		return m.Run()
+	}
 	if err != nil {
 		println("test cluster:", err.Error())
 		return 1
