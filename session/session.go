@@ -219,7 +219,9 @@ func (s *Session) Run(ctx context.Context, opts RunOptions) (wire.Exit, error) {
 		return wire.Exit{}, err
 	}
 	defer st.close()
-	s.feed(st, opts.Stdin, opts.TTY, opts.Resize)
+	done := make(chan struct{})
+	defer close(done)
+	s.feed(st, opts.Stdin, opts.TTY, opts.Resize, done)
 	exit, err := output(st, opts.Stdout, opts.Stderr)
 	if err != nil {
 		return exit, s.cut(ctx, wire.Request{Op: wire.OpRun}, err)
@@ -228,8 +230,11 @@ func (s *Session) Run(ctx context.Context, opts RunOptions) (wire.Exit, error) {
 }
 
 // feed sends stdin and resizes to an operation's stream until it closes.
-// A terminal's end of input is not sent: what ends it is the command.
-func (s *Session) feed(st *stream, stdin io.Reader, tty bool, resize <-chan wire.Size) {
+// A terminal's end of input is not sent: what ends it is the command. The
+// resizes stop when done closes (the operation's end). A Read of stdin
+// cannot be interrupted: its goroutine ends at the reader's next data or
+// end, whichever comes, as client-go's exec streams do.
+func (s *Session) feed(st *stream, stdin io.Reader, tty bool, resize <-chan wire.Size, done <-chan struct{}) {
 	if stdin != nil {
 		go func() {
 			buf := make([]byte, 32<<10)
@@ -253,9 +258,14 @@ func (s *Session) feed(st *stream, stdin io.Reader, tty bool, resize <-chan wire
 	}
 	if resize != nil {
 		go func() {
-			for size := range resize {
-				if st.json(wire.FrameResize, size) != nil {
+			for {
+				select {
+				case <-done:
 					return
+				case size, ok := <-resize:
+					if !ok || st.json(wire.FrameResize, size) != nil {
+						return
+					}
 				}
 			}
 		}()
@@ -351,7 +361,9 @@ func (s *Session) Attach(ctx context.Context, id string, opts AttachOptions) (*w
 	}
 	defer st.close()
 	tty := reply.Process != nil && reply.Process.TTY
-	s.feed(st, opts.Stdin, tty, opts.Resize)
+	done := make(chan struct{})
+	defer close(done)
+	s.feed(st, opts.Stdin, tty, opts.Resize, done)
 	exit, err := output(st, opts.Stdout, nil)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -258,6 +258,7 @@ func TestTerminalSessionKeepsScrollbackAcrossReattach(t *testing.T) {
 	seen := make(chan struct{})
 	c, cancel := context.WithCancel(ctx(t))
 	in, typed := io.Pipe()
+	defer typed.Close()
 	go func() {
 		_, _ = s.Attach(c, "shell", session.AttachOptions{Stdin: in, Stdout: signalOn("size-30x100", seen)})
 	}()
@@ -274,6 +275,7 @@ func TestTerminalSessionKeepsScrollbackAcrossReattach(t *testing.T) {
 	c2, cancel2 := context.WithCancel(ctx(t))
 	defer cancel2()
 	in2, typed2 := io.Pipe()
+	defer typed2.Close()
 	go func() {
 		_, _ = again.Attach(c2, "shell", session.AttachOptions{Offset: -1, Stdin: in2, Stdout: signalOn("size-43x132", done), Resize: resize})
 	}()

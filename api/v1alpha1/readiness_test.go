@@ -17,18 +17,25 @@ import (
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
+// readCRD reads the generated CRD of a resource (config/crd/bases).
+func readCRD(t *testing.T, resource string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	data, err := os.ReadFile("../../config/crd/bases/agentsandbox.dev_" + resource + ".yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(data, crd); err != nil {
+		t.Fatal(err)
+	}
+	return crd
+}
+
 // TestDefaultsMatchTheCRD holds the Go defaults to the CRD's
 // +kubebuilder:default markers, so that code reading an object that was
 // never defaulted (a declaration, a plan) agrees with the API server.
 func TestDefaultsMatchTheCRD(t *testing.T) {
-	data, err := os.ReadFile("../../config/crd/bases/agentsandbox.dev_warmpools.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.Unmarshal(data, &crd); err != nil {
-		t.Fatal(err)
-	}
+	crd := readCRD(t, "warmpools")
 	replicas := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["replicas"]
 	if replicas.Default == nil || string(replicas.Default.Raw) != "1" || v1.DefaultWarmPoolReplicas != 1 {
 		t.Errorf("spec.replicas defaults to %v in the CRD, DefaultWarmPoolReplicas is %d", replicas.Default, v1.DefaultWarmPoolReplicas)
@@ -40,13 +47,7 @@ func TestDefaultsMatchTheCRD(t *testing.T) {
 		t.Errorf("DesiredReplicas of a pool of 0: %d", got)
 	}
 
-	data, err = os.ReadFile("../../config/crd/bases/agentsandbox.dev_sandboxtemplates.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(data, &crd); err != nil {
-		t.Fatal(err)
-	}
+	crd = readCRD(t, "sandboxtemplates")
 	workspace := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["workspace"].Properties
 	for field, want := range map[string]string{"size": v1.DefaultWorkspaceSize, "mountPath": v1.DefaultWorkspaceMountPath} {
 		if d := workspace[field].Default; d == nil || string(d.Raw) != `"`+want+`"` {
@@ -58,13 +59,7 @@ func TestDefaultsMatchTheCRD(t *testing.T) {
 		t.Errorf("an empty workspace: size %s, mount path %q", size.String(), empty.MountPathOrDefault())
 	}
 
-	data, err = os.ReadFile("../../config/crd/bases/agentsandbox.dev_gitsyncs.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.Unmarshal(data, &crd); err != nil {
-		t.Fatal(err)
-	}
+	crd = readCRD(t, "gitsyncs")
 	gitSync := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties
 	for field, want := range map[string]string{
 		"path": `"` + v1.DefaultGitSyncPath + `"`, "prune": strconv.FormatBool(v1.DefaultGitSyncPrune),
@@ -175,14 +170,7 @@ func TestMaxSandboxNameLengthIsTheCRDs(t *testing.T) {
 // TestSandboxPhasesAreTheCRDs: SandboxPhases, which clients offer as
 // choices, are the CRD's enum, in order.
 func TestSandboxPhasesAreTheCRDs(t *testing.T) {
-	data, err := os.ReadFile("../../config/crd/bases/agentsandbox.dev_sandboxes.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd apiextensionsv1.CustomResourceDefinition
-	if err := yaml.Unmarshal(data, &crd); err != nil {
-		t.Fatal(err)
-	}
+	crd := readCRD(t, "sandboxes")
 	var enum []string
 	for _, e := range crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"].Properties["phase"].Enum {
 		enum = append(enum, strings.Trim(string(e.Raw), `"`))
