@@ -56,3 +56,44 @@ func TestRemovals(t *testing.T) {
 		t.Error("removals found in a spec with nothing extra")
 	}
 }
+
+// TestRemovalsCases: what the merge patch of removals holds, case by case.
+func TestRemovalsCases(t *testing.T) {
+	for name, tc := range map[string]struct {
+		desired, live map[string]any
+		want          string // fmt of the patch; "" for none
+	}{
+		"nothing extra": {
+			map[string]any{"a": "x"}, map[string]any{"a": "y"}, "",
+		},
+		"a key another writer added": {
+			map[string]any{"a": "x"}, map[string]any{"a": "x", "b": 1}, "map[b:<nil>]",
+		},
+		"a key deep inside": {
+			map[string]any{"n": map[string]any{"m": map[string]any{"k": 1}}},
+			map[string]any{"n": map[string]any{"m": map[string]any{"k": 1, "extra": 2}}},
+			"map[n:map[m:map[extra:<nil>]]]",
+		},
+		"an unknown object is the server's": {
+			map[string]any{"n": crdschema.Unknown}, map[string]any{"n": map[string]any{"k": 1}}, "",
+		},
+		"a list that gained elements goes back to the declared ones": {
+			map[string]any{"l": []any{}}, map[string]any{"l": []any{"x"}}, "map[l:[]]",
+		},
+		"a list of the same length is left to the apply": {
+			map[string]any{"l": []any{"x"}}, map[string]any{"l": []any{"y"}}, "",
+		},
+		"a map where the declaration has a scalar": {
+			map[string]any{"v": "s"}, map[string]any{"v": map[string]any{"k": 1}}, "",
+		},
+	} {
+		patch, extra := removals(tc.desired, tc.live)
+		got := ""
+		if extra {
+			got = fmt.Sprint(patch)
+		}
+		if got != tc.want {
+			t.Errorf("%s: patch %q, want %q", name, got, tc.want)
+		}
+	}
+}
