@@ -150,25 +150,6 @@ func (w *benchWorld) start(b *testing.B) {
 	}})
 }
 
-// serveRaw accepts TCP connections on ip and runs serve on each.
-func serveRaw(b *testing.B, ip string, serve func(net.Conn)) uint16 {
-	l := listen(b, ip)
-	b.Cleanup(func() { _ = l.Close() })
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer conn.Close()
-				serve(conn)
-			}()
-		}
-	}()
-	return portOf(l)
-}
-
 // directClient reaches bench.example.test at its address, from alice's,
 // with what the proxied client has: the floor.
 func (w *benchWorld) directClient() *http.Client {

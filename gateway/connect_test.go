@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -321,24 +322,17 @@ func TestConnectCutsUnreadableClientHello(t *testing.T) {
 func TestConnectCarriesNonTLSBothWays(t *testing.T) {
 	w := newWorld(t)
 	const greeting = "SSH-2.0-upstream\r\n"
-	l := listen(t, "127.0.0.7")
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		conn, err := l.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
+	port := serveRaw(t, "127.0.0.7", func(conn net.Conn) {
 		// The server speaks first, then answers once the client is
 		// done: what only a half-closed tunnel can carry.
 		_, _ = io.WriteString(conn, greeting)
 		got, _ := io.ReadAll(conn)
 		_, _ = io.WriteString(conn, "got: "+string(got))
-	}()
+	})
 	w.dns.set("git.example.test", "127.0.0.7")
-	w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{hostsRule(portOf(l), "git.example.test")}})
+	w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{hostsRule(port, "git.example.test")}})
 
-	conn, resp := w.connect(alice, hostPortOf("git.example.test", portOf(l)))
+	conn, resp := w.connect(alice, hostPortOf("git.example.test", port))
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("CONNECT: %s", resp.Status)
 	}
@@ -411,19 +405,10 @@ func TestConnectDoesNotWaitForClientToSpeakFirst(t *testing.T) {
 	// sandbox's first byte: a sandbox that never speaks still gets
 	// everything the server sends, and then its end.
 	w := newWorld(t)
-	l := listen(t, "127.0.0.7")
-	t.Cleanup(func() { _ = l.Close() })
-	go func() {
-		conn, err := l.Accept()
-		if err != nil {
-			return
-		}
-		_, _ = io.WriteString(conn, "220 ready\r\n")
-		_ = conn.Close()
-	}()
+	port := serveRaw(t, "127.0.0.7", func(conn net.Conn) { _, _ = io.WriteString(conn, "220 ready\r\n") })
 	w.dns.set("smtp.example.test", "127.0.0.7")
-	w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{hostsRule(portOf(l), "smtp.example.test")}})
-	conn, resp := w.connect(alice, hostPortOf("smtp.example.test", portOf(l)))
+	w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{hostsRule(port, "smtp.example.test")}})
+	conn, resp := w.connect(alice, hostPortOf("smtp.example.test", port))
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("CONNECT: %s", resp.Status)
 	}

@@ -124,6 +124,25 @@ func listen(t testing.TB, ip string) net.Listener {
 
 func portOf(l net.Listener) uint16 { return uint16(l.Addr().(*net.TCPAddr).Port) }
 
+// serveRaw accepts TCP connections on ip and runs serve on each.
+func serveRaw(t testing.TB, ip string, serve func(net.Conn)) uint16 {
+	l := listen(t, ip)
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				serve(conn)
+			}()
+		}
+	}()
+	return portOf(l)
+}
+
 // sandbox declares the sandbox at address src.
 func (e *env) sandbox(src, name string, n v1.Network) {
 	e.dir.mu.Lock()

@@ -45,15 +45,15 @@ import (
 
 // neverRouted are the ranges no name should resolve into for a sandbox,
 // beside the private and metadata ranges broad egress rules never open
-// (environment.DefaultBlockedEgress): this host, unspecified addresses,
-// multicast and the reserved block.
+// (environment.DefaultBlockedEgress): this host, this network, multicast
+// and the reserved block. (The gateway itself adds the unspecified
+// addresses, 0.0.0.0 and ::.)
 var neverRouted = []netip.Prefix{
 	netip.MustParsePrefix("127.0.0.0/8"),
 	netip.MustParsePrefix("0.0.0.0/8"),
 	netip.MustParsePrefix("224.0.0.0/4"),
 	netip.MustParsePrefix("240.0.0.0/4"),
 	netip.MustParsePrefix("::1/128"),
-	netip.MustParsePrefix("::/128"),
 	netip.MustParsePrefix("ff00::/8"),
 }
 
