@@ -40,7 +40,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.Controllers{}.Setup(mgr) })
+	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.SetupControllers(mgr, reconcile.Options{}) })
 }
 
 // BenchmarkAPICreate is the floor: one ConfigMap create, as the API server

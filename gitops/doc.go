@@ -1,7 +1,8 @@
 // Package gitops is the GitOps half of agentsandbox: a GitSync (and
 // `agentsandbox sync --once`) reads declarations from Git (declarations),
 // fetches revisions (source), and validates, applies and prunes them
-// (applier); reconcile/gitsync runs those steps as a controller.
+// (applier). Sync is the one pipeline of those steps, which the controller
+// (reconcile/gitsync), `sync --once` and `diff` (Preview) all run.
 //
 // # Nothing lost, nothing left behind
 //

@@ -35,10 +35,10 @@ func TestMain(m *testing.M) {
 	// that one only.
 	testcluster.Only(testcluster.NodeCluster)
 	code := reconciletest.Run(m, func(mgr ctrl.Manager) error {
-		return reconcile.Controllers{
+		return reconcile.SetupControllers(mgr, reconcile.Options{
 			EgressGateImage: realnode.GateImage,
 			EgressGateway:   types.NamespacedName{Namespace: v1.SystemNamespace, Name: v1.EgressGatewayName},
-		}.Setup(mgr)
+		})
 	})
 	for i := len(teardown) - 1; i >= 0; i-- {
 		teardown[i]()

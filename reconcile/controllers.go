@@ -11,8 +11,12 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/warmpool"
 )
 
-// Controllers is what the reconciler's controllers are configured with.
-type Controllers struct {
+// Options configure the reconciler's controllers.
+type Options struct {
+	// Namespace is the reconciler's own: GitSyncs' credentials Secrets and
+	// ServiceAccounts are read from it. Empty is v1.SystemNamespace, where
+	// config/ installs the reconciler.
+	Namespace string
 	// EgressGateImage is an image with cmd/sandbox-gate at /sandbox-gate,
 	// which every sandbox and warm member pod runs first, holding its own
 	// processes back until its egress policy is enforced. Empty runs no
@@ -25,8 +29,8 @@ type Controllers struct {
 	EgressGateway types.NamespacedName
 }
 
-// Setup registers every controller of the reconciler with mgr.
-func (c Controllers) Setup(mgr ctrl.Manager) error {
+// SetupControllers registers every controller of the reconciler with mgr.
+func SetupControllers(mgr ctrl.Manager, opts Options) error {
 	if err := nodepool.NewReconciler(mgr).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -34,18 +38,18 @@ func (c Controllers) Setup(mgr ctrl.Manager) error {
 		return err
 	}
 	sandboxes := sandbox.NewReconciler(mgr)
-	sandboxes.EgressGateImage = c.EgressGateImage
-	sandboxes.EgressGateway = c.EgressGateway
+	sandboxes.EgressGateImage = opts.EgressGateImage
+	sandboxes.EgressGateway = opts.EgressGateway
 	if err := sandboxes.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	pools := warmpool.NewReconciler(mgr)
-	pools.EgressGateImage = c.EgressGateImage
-	pools.EgressGateway = c.EgressGateway
+	pools.EgressGateImage = opts.EgressGateImage
+	pools.EgressGateway = opts.EgressGateway
 	if err := pools.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := gitsync.NewReconciler(mgr).SetupWithManager(mgr); err != nil {
+	if err := gitsync.NewReconciler(mgr, opts.Namespace).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return sandbox.RegisterPhaseMetric(mgr)

@@ -1,5 +1,3 @@
-// Package reconcile holds the controllers of the five agentsandbox.dev kinds
-// and the controller-runtime manager that runs them.
 package reconcile
 
 import (

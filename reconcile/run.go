@@ -42,7 +42,7 @@ const errLeaderElectionLost = "leader election lost"
 // back. Run returns an error only for what waiting cannot mend: a
 // manager that cannot be built while the API server answers (a missing
 // CRD, no rights), or a controller that fails.
-func Run(ctx context.Context, cfg *rest.Config, opts ManagerOptions, controllers Controllers) error {
+func Run(ctx context.Context, cfg *rest.Config, opts ManagerOptions, controllers Options) error {
 	log := ctrl.Log.WithName("run")
 	identity, err := leaderIdentity()
 	if err != nil {
@@ -58,7 +58,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts ManagerOptions, controllers
 		mgr, err := newElectedManager(cfg, opts, identity)
 		if err == nil {
 			tracked := &trackingManager{Manager: mgr}
-			if err = controllers.Setup(tracked); err == nil {
+			if err = SetupControllers(tracked, controllers); err == nil {
 				err = mgr.Start(ctx)
 				// Only once every controller (and so every reconcile in
 				// flight) has stopped may another manager campaign.

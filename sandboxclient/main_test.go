@@ -19,7 +19,7 @@ import (
 // port-forward and logs by running host processes (hack/cluster/kwok.yaml),
 // so a template's workspace mount path is a host directory of the test's.
 func TestMain(m *testing.M) {
-	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.Controllers{}.Setup(mgr) })
+	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.SetupControllers(mgr, reconcile.Options{}) })
 }
 
 // user is a developer with the agentsandbox-user role, acting through the SDK.

@@ -30,7 +30,7 @@ import (
 // (or the cluster's admin, for the installation's status) on loopback, and
 // drive it with Debian's headless Chromium through the DevTools protocol.
 func TestMain(m *testing.M) {
-	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.Controllers{}.Setup(mgr) })
+	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.SetupControllers(mgr, reconcile.Options{}) })
 }
 
 // serve starts the page for cfg's identity on a free loopback port and

@@ -12,11 +12,11 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/applier"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/source"
@@ -72,15 +72,11 @@ Exit status: 0 no change, 1 changes (prunes included), 2 error.
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			changes, err := a.Validate(ctx, decls, true)
+			preview, err := prune.sync(a, decls).Preview(ctx)
 			if err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			pruned, err := prune.preview(ctx, a, decls)
-			if err != nil {
-				return &exitError{code: 2, err: err}
-			}
-			if printChanges(cmd.OutOrStdout(), changes, pruned, prune.why) {
+			if printChanges(cmd.OutOrStdout(), preview, prune.why) {
 				return &exitError{code: 1}
 			}
 			return nil
@@ -140,20 +136,8 @@ and why the sync failed. A pipeline runs it after pushing to the repository.
 			if err != nil {
 				return err
 			}
-			planned, err := a.Validate(ctx, decls, false)
-			if err != nil {
-				return err
-			}
-			if err := a.CheckReferences(ctx, decls, prune.stale(decls)); err != nil {
-				return err
-			}
-			changes, err := a.Apply(ctx, planned)
-			printEntries(cmd.OutOrStdout(), changes)
-			if err != nil || prune.owner == "" {
-				return err
-			}
-			changes, err = a.Prune(ctx, prune.previous, applier.Inventory(decls), prune.owner)
-			printEntries(cmd.OutOrStdout(), changes)
+			res, err := prune.sync(a, decls).Run(ctx)
+			printEntries(cmd.OutOrStdout(), res.Changes)
 			return err
 		},
 	}
@@ -226,25 +210,9 @@ func (f pruneFlags) resolve(ctx context.Context, a *applier.Applier, decls []dec
 	return pruneScope{}, nil
 }
 
-// stale lists what the sync would prune, for the reference check: an
-// object about to be deleted cannot be referenced.
-func (p pruneScope) stale(decls []declarations.Declaration) []v1.InventoryEntry {
-	if p.owner == "" {
-		return nil
-	}
-	return applier.Stale(p.previous, applier.Inventory(decls))
-}
-
-// preview checks the references of decls as the sync would and returns the
-// live objects it would prune.
-func (p pruneScope) preview(ctx context.Context, a *applier.Applier, decls []declarations.Declaration) ([]*unstructured.Unstructured, error) {
-	if err := a.CheckReferences(ctx, decls, p.stale(decls)); err != nil {
-		return nil, err
-	}
-	if p.owner == "" {
-		return nil, nil
-	}
-	return a.WouldPrune(ctx, p.previous, applier.Inventory(decls), p.owner)
+// sync is the sync of decls that prunes what p names.
+func (p pruneScope) sync(a *applier.Applier, decls []declarations.Declaration) gitops.Sync {
+	return gitops.Sync{Applier: a, Declarations: decls, Previous: p.previous, PruneOwner: p.owner}
 }
 
 // readGitSync reads the GitSync --gitsync names.
@@ -327,9 +295,9 @@ func load(ctx context.Context, src gitOpsSource) (*applier.Applier, []declaratio
 
 // printChanges lists creations, field changes and prunes; true when there
 // are any.
-func printChanges(w io.Writer, changes []applier.Change, pruned []*unstructured.Unstructured, why string) bool {
+func printChanges(w io.Writer, preview gitops.Preview, why string) bool {
 	changed := false
-	for _, c := range changes {
+	for _, c := range preview.Changes {
 		obj := c.Declaration.Object
 		switch c.Action {
 		case ssa.CreatedAction:
@@ -348,7 +316,7 @@ func printChanges(w io.Writer, changes []applier.Change, pruned []*unstructured.
 		}
 		changed = true
 	}
-	for _, obj := range pruned {
+	for _, obj := range preview.Pruned {
 		fmt.Fprintf(w, "- %s/%s: pruned (%s)\n", obj.GetKind(), obj.GetName(), why)
 		changed = true
 	}

@@ -33,7 +33,7 @@ const defaultEgressGateway = v1.SystemNamespace + "/" + v1.EgressGatewayName
 
 func newReconcileCommand() *cobra.Command {
 	opts := reconcile.ManagerOptions{}
-	controllers := reconcile.Controllers{}
+	controllers := reconcile.Options{}
 	var egressGateway string
 	zapOpts := zap.Options{}
 	cmd := &cobra.Command{
@@ -71,6 +71,7 @@ CRDs of config/ not installed, say).`,
 	if namespace == "" {
 		namespace = defaultNamespace
 	}
+	controllers.Namespace = namespace
 	f := cmd.Flags()
 	f.StringVar(&opts.MetricsAddr, "metrics-addr", ":8080", `address of the Prometheus metrics endpoint ("0" disables it)`)
 	f.StringVar(&opts.PprofAddr, "pprof-addr", "0", `address of Go's /debug/pprof profiles, for memory and CPU questions ("0" disables it; it shows the heap, so keep it on loopback)`)

@@ -41,7 +41,7 @@ func Main(m *testing.M) {
 	if os.Getenv("AGENTSANDBOX_TEST_RECONCILER") == "external" {
 		os.Exit(m.Run())
 	}
-	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.Controllers{}.Setup(mgr) })
+	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.SetupControllers(mgr, reconcile.Options{}) })
 }
 
 // openTofuEnvironment points terraform-plugin-testing at the pinned OpenTofu

@@ -8,25 +8,17 @@ package gitsync
 
 import (
 	"context"
-	"crypto/sha256"
-	"errors"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"github.com/fluxcd/pkg/runtime/patch"
 	"github.com/fluxcd/pkg/ssa"
-	"github.com/go-git/go-git/v5/plumbing/transport"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -38,19 +30,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/applier"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/source"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/problem"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/statuspatch"
 )
-
-// healthInterval is how often a sync looks at what it applied while
-// waiting for it to converge.
-const healthInterval = 500 * time.Millisecond
-
-// DefaultSecretNamespace is where credentials Secrets live when the
-// reconciler's own namespace is not given by POD_NAMESPACE.
-const DefaultSecretNamespace = v1.SystemNamespace
 
 // Reconciler reconciles GitSyncs.
 type Reconciler struct {
@@ -70,41 +51,16 @@ type Reconciler struct {
 	mapper meta.RESTMapper
 	cache  client.Reader
 
-	mu sync.Mutex
-	// appliers keeps an applier per ServiceAccount ("" for the
-	// reconciler's own): a client of its own (impersonation is per
-	// connection) that shares the manager's mapper.
-	appliers map[string]*applier.Applier
-	// checkouts keeps the last checkout of each GitSync, so a sync whose
-	// ls-remote shows an unchanged revision re-applies it without cloning.
-	checkouts map[types.UID]checkout
-	applied   appliedMemo
+	memory *memory
+	status *statuspatch.Writer
 }
 
-type checkout struct {
-	dir string
-	rev source.Revision
-	// parsed is what was read below a path of the checkout, kept with
-	// it: a resync of an unchanged revision does not decode its
-	// thousands of documents again (about a second for 10,000).
-	parsed *declaredRevision
-}
-
-// declaredRevision is the declarations below a path of a checkout,
-// labelled as their GitSync's, each with its fingerprint: nothing changes
-// them after read, so each is hashed once per revision, not per resync.
-type declaredRevision struct {
-	path         string
-	decls        []declarations.Declaration
-	fingerprints [][sha256.Size]byte
-}
-
-// NewReconciler returns a Reconciler using the manager's clients; Secrets
-// are read from POD_NAMESPACE, by default agentsandbox-system.
-func NewReconciler(mgr ctrl.Manager) *Reconciler {
-	ns := os.Getenv("POD_NAMESPACE")
-	if ns == "" {
-		ns = DefaultSecretNamespace
+// NewReconciler returns a Reconciler using the manager's clients, which
+// reads credentials Secrets and ServiceAccounts from namespace, the
+// reconciler's own (empty: v1.SystemNamespace).
+func NewReconciler(mgr ctrl.Manager, namespace string) *Reconciler {
+	if namespace == "" {
+		namespace = v1.SystemNamespace
 	}
 	return &Reconciler{
 		Client:    mgr.GetClient(),
@@ -113,11 +69,10 @@ func NewReconciler(mgr ctrl.Manager) *Reconciler {
 		config:    mgr.GetConfig(),
 		mapper:    mgr.GetRESTMapper(),
 		cache:     mgr.GetCache(),
-		appliers:  map[string]*applier.Applier{},
-		namespace: ns,
+		namespace: namespace,
 		workDir:   filepath.Join(os.TempDir(), "agentsandbox-gitsync"),
-		checkouts: map[types.UID]checkout{},
-		applied:   appliedMemo{},
+		memory:    newMemory(),
+		status:    statuspatch.NewWriter(mgr.GetClient()),
 	}
 }
 
@@ -170,13 +125,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	patcher := patch.NewSerialPatcher(gs, freshReads{Client: r.Client, reader: r.uncached})
+	patcher := r.status.For(gs)
 	defer func() {
-		err := kerrors.FilterOut(patcher.Patch(ctx, gs, patch.WithOwnedConditions{Conditions: []string{
-			v1.ReadyCondition, v1.ReconcilingCondition, v1.StalledCondition,
-		}}, patch.WithStatusObservedGeneration{}), apierrors.IsNotFound)
-		if err != nil && retErr == nil {
-			retErr = fmt.Errorf("failed to patch status: %w", err)
+		gs.Status.ObservedGeneration = gs.Generation
+		if err := patcher.Patch(ctx, gs); err != nil && retErr == nil {
+			retErr = err
 		}
 	}()
 	if !gs.DeletionTimestamp.IsZero() {
@@ -184,20 +137,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	// The finalizer is there before anything is applied, so no object is
 	// applied that a deletion with the policy Delete would miss.
-	if want := gs.Spec.DeletionPolicy == v1.DeletionDelete; want != controllerutil.ContainsFinalizer(gs, v1.FinalizerGitSyncPrune) {
-		if want {
-			controllerutil.AddFinalizer(gs, v1.FinalizerGitSyncPrune)
-		} else {
-			controllerutil.RemoveFinalizer(gs, v1.FinalizerGitSyncPrune)
-		}
-		if err := patcher.Patch(ctx, gs); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
+	if err := statuspatch.SetFinalizer(ctx, r.Client, gs, v1.FinalizerGitSyncPrune, gs.Spec.DeletionPolicy == v1.DeletionDelete); err != nil {
+		return ctrl.Result{}, err
 	}
 	if gs.Spec.Suspend {
 		// Nothing is synced, deleted or rescheduled until resumed.
-		markHandled(gs)()
-		markSuspended(gs)
+		setSuspended(gs)
 		return ctrl.Result{}, nil
 	}
 
@@ -206,77 +151,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if gs.Status.ObservedGeneration != gs.Generation {
 		// A new spec may act as another ServiceAccount: every object is
 		// validated again, as it, rather than skipped as unchanged.
-		r.forget(gs.UID)
+		r.memory.forgetApplied(gs.UID)
 		// Say so before the (possibly slow) fetch.
 		conditions.MarkReconciling(gs, v1.ReasonProgressing, "syncing generation %d", gs.Generation)
 		conditions.MarkUnknown(gs, v1.ReadyCondition, v1.ReasonProgressing, "syncing generation %d", gs.Generation)
 		if err := patcher.Patch(ctx, gs); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
+			return ctrl.Result{}, err
 		}
 	}
 
-	p := r.syncAndReport(ctx, gs, patcher, wasReady, previousMessage)
+	o := r.syncWithin(ctx, gs, patcher)
+	setStatus(gs, o)
+	r.report(gs, o, wasReady, previousMessage)
 	next := gs.Spec.IntervalOrDefault()
-	if p != nil {
+	if o.problem != nil {
 		next = durationOr(gs.Spec.RetryInterval.Duration, next)
 	}
 	return ctrl.Result{RequeueAfter: jitter(next)}, nil
-}
-
-// syncAndReport runs one sync within spec.timeout and reports it: the
-// conditions, the sync metric and an event when the outcome is news (a
-// first failure or a new message, changes applied, or back in sync).
-// wasReady and previousMessage are the Ready condition before this
-// reconcile marked it in progress.
-func (r *Reconciler) syncAndReport(ctx context.Context, gs *v1.GitSync, patcher *patch.SerialPatcher, wasReady bool, previousMessage string) *problem.Problem {
-	timeout := gs.Spec.TimeoutOrDefault()
-	syncCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	start := time.Now()
-	handled := markHandled(gs)
-	changes, p := r.sync(syncCtx, gs, patcher)
-	// Only the final status says the request was handled, not the
-	// progress reports written during the sync.
-	handled()
-	conditions.Delete(gs, v1.ReconcilingCondition)
-	if p != nil {
-		observeSync(gs.Name, p.Reason, start)
-		if errors.Is(syncCtx.Err(), context.DeadlineExceeded) {
-			p.Message += fmt.Sprintf(" (spec.timeout %s exceeded)", timeout)
-		}
-		if gs.Status.LastAppliedRevision != "" && p.Reason != v1.ReasonHealthCheckFailed {
-			p.Message += "; the cluster keeps revision " + gs.Status.LastAppliedRevision
-		}
-		p.Mark(gs)
-		if wasReady || previousMessage != p.Message {
-			r.recorder.Eventf(gs, nil, corev1.EventTypeWarning, p.Reason, "Sync", "%s", p.Message)
-		}
-	} else {
-		observeSync(gs.Name, "success", start)
-		summary := summarize(changes)
-		conditions.MarkTrue(gs, v1.ReadyCondition, v1.ReasonReconciliationSucceeded, "applied revision %s", gs.Status.LastAppliedRevision)
-		conditions.Delete(gs, v1.StalledCondition)
-		switch {
-		case summary != "":
-			r.recorder.Eventf(gs, nil, corev1.EventTypeNormal, v1.ReasonReconciliationSucceeded, "Sync", "revision %s: %s", gs.Status.LastAppliedRevision, summary)
-		case !wasReady:
-			r.recorder.Eventf(gs, nil, corev1.EventTypeNormal, v1.ReasonReconciliationSucceeded, "Sync", "revision %s applied; the cluster is in sync", gs.Status.LastAppliedRevision)
-		}
-	}
-	return p
-}
-
-// freshReads is a client whose reads go to the API server. The status
-// patcher reads the GitSync again to resolve a conflicting conditions
-// patch; from a cache older than the object the sync started from, every
-// retry would conflict again.
-type freshReads struct {
-	client.Client
-	reader client.Reader
-}
-
-func (f freshReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	return f.reader.Get(ctx, key, obj, opts...)
 }
 
 // finalize prunes what a GitSync being deleted applied, when its
@@ -297,9 +188,7 @@ func (r *Reconciler) finalize(ctx context.Context, gs *v1.GitSync) error {
 			r.recorder.Eventf(gs, nil, corev1.EventTypeNormal, v1.ReasonPruned, "Delete", "deleted with the GitSync: %s", summary)
 		}
 	}
-	before := gs.DeepCopy()
-	controllerutil.RemoveFinalizer(gs, v1.FinalizerGitSyncPrune)
-	return client.IgnoreNotFound(r.Patch(ctx, gs, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})))
+	return statuspatch.SetFinalizer(ctx, r.Client, gs, v1.FinalizerGitSyncPrune, false)
 }
 
 // pruneAll deletes what the GitSync's inventory lists, as a sync of an
@@ -310,229 +199,6 @@ func (r *Reconciler) pruneAll(ctx context.Context, gs *v1.GitSync) (*ssa.ChangeS
 		return nil, err
 	}
 	return ap.Prune(ctx, gs.Status.Inventory, nil, gs.Name)
-}
-
-// suspendedMessage starts Ready's message while a GitSync is suspended.
-const suspendedMessage = "suspended (spec.suspend: true): nothing is synced until resumed"
-
-// markSuspended says in Ready's message that the GitSync is suspended,
-// keeping its status and reason, which describe the last sync, and that
-// sync's message after it.
-func markSuspended(gs *v1.GitSync) {
-	ready := conditions.Get(gs, v1.ReadyCondition)
-	switch {
-	case ready == nil:
-		conditions.MarkUnknown(gs, v1.ReadyCondition, v1.ReasonSuspended, "%s", suspendedMessage)
-	case !strings.HasPrefix(ready.Message, suspendedMessage):
-		ready.Message = suspendedMessage + "; the last sync: " + ready.Message
-		conditions.Set(gs, ready)
-	}
-}
-
-// markHandled returns what records the sync request being acted on now
-// as handled: a request that arrives during the sync (a status patch
-// returns the newest annotations) is not, and starts the next sync.
-func markHandled(gs *v1.GitSync) func() {
-	v, ok := gs.Annotations[v1.AnnotationReconcileRequestedAt]
-	return func() {
-		if ok {
-			gs.Status.LastHandledReconcileAt = v
-		}
-	}
-}
-
-// sync fetches, reads, validates, applies, prunes and waits for health, in
-// that order, and stops at the first step that fails, so a bad revision
-// writes nothing. Before it creates an object it records it in the
-// inventory through patcher (see gitops/doc.go).
-func (r *Reconciler) sync(ctx context.Context, gs *v1.GitSync, patcher *patch.SerialPatcher) (*ssa.ChangeSet, *problem.Problem) {
-	ap, err := r.applierFor(ctx, gs)
-	if err != nil {
-		return nil, problem.New(v1.ReasonServiceAccountNotFound, "%s", err)
-	}
-	auth, err := r.auth(ctx, gs)
-	if err != nil {
-		return nil, problem.New(v1.ReasonAuthenticationFailed, "%s", err)
-	}
-	co, err := r.fetch(ctx, gs, auth)
-	if err != nil {
-		return nil, problem.New(v1.ReasonFetchFailed, "%s", err)
-	}
-	gs.Status.LastFetchedRevision = string(co.rev)
-	gs.Status.LastAttemptedRevision = string(co.rev)
-
-	declared, err := r.read(gs, co)
-	if err != nil {
-		return nil, problem.Stall(v1.ReasonBuildFailed, "revision %s: %v", co.rev, err)
-	}
-	decls := declared.decls
-	live, err := ap.ListLive(ctx, decls)
-	if err != nil {
-		return nil, problem.New(v1.ReasonValidationFailed, "revision %s: %v", co.rev, err)
-	}
-	todo := r.changed(gs.UID, declared, live)
-	planned, err := ap.Validate(ctx, todo, false)
-	if err != nil {
-		return nil, problem.New(v1.ReasonValidationFailed, "revision %s: dry run refused: %v", co.rev, err)
-	}
-	inventory := applier.Inventory(decls)
-	prune := gs.Spec.PruneOrDefault()
-	var pruning []v1.InventoryEntry
-	if prune {
-		pruning = applier.Stale(gs.Status.Inventory, inventory)
-	}
-	if err := ap.CheckReferences(ctx, decls, pruning); err != nil {
-		return nil, problem.New(v1.ReasonValidationFailed, "revision %s: %v", co.rev, err)
-	}
-	// Crash safety: what this sync may create is in the inventory before
-	// it exists, so a sync killed half-way leaves nothing the next
-	// revision cannot prune.
-	if pending := union(gs.Status.Inventory, inventory); len(pending) > len(gs.Status.Inventory) {
-		gs.Status.Inventory = pending
-		if err := patcher.Patch(ctx, gs); err != nil {
-			return nil, problem.New(v1.ReasonApplyFailed, "revision %s: nothing applied: failed to record the inventory before applying: %v", co.rev, err)
-		}
-	}
-	changes, err := ap.Apply(ctx, planned)
-	r.recordAdoptions(gs, co.rev, planned)
-	if err != nil {
-		r.forget(gs.UID)
-		// The inventory keeps what this sync may have created, so a
-		// later revision prunes it.
-		return changes, problem.New(v1.ReasonApplyFailed, "revision %s: %v", co.rev, err)
-	}
-	if prune {
-		pruned, err := ap.Prune(ctx, gs.Status.Inventory, inventory, gs.Name)
-		if pruned != nil {
-			changes.Append(pruned.Entries)
-		}
-		if err != nil {
-			return changes, problem.New(v1.ReasonPruneFailed, "revision %s: %v", co.rev, err)
-		}
-	}
-	gs.Status.Inventory = inventory
-	gs.Status.LastAppliedRevision = string(co.rev)
-	live.Record(planned)
-	if err := ap.WaitHealthy(ctx, decls, live, healthInterval); err != nil {
-		return changes, problem.New(v1.ReasonHealthCheckFailed, "revision %s applied, but %v", co.rev, err)
-	}
-	r.remember(gs.UID, declared, planned)
-	return changes, nil
-}
-
-// auth reads the credentials Secret, when the GitSync names one.
-func (r *Reconciler) auth(ctx context.Context, gs *v1.GitSync) (transport.AuthMethod, error) {
-	if gs.Spec.SecretRef == nil {
-		return nil, nil
-	}
-	key := types.NamespacedName{Namespace: r.namespace, Name: gs.Spec.SecretRef.Name}
-	secret := &corev1.Secret{}
-	if err := r.uncached.Get(ctx, key, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("spec.secretRef: secret %s not found", key)
-		}
-		return nil, fmt.Errorf("spec.secretRef: failed to read secret %s: %w", key, err)
-	}
-	return source.Auth(gs.Spec.URL, key.String(), secret.Data)
-}
-
-// applierFor returns the applier a GitSync's declarations go through: the
-// reconciler's own, or one acting as spec.serviceAccountName once that
-// ServiceAccount is found (the API server would let the reconciler act as
-// one that does not exist, and refuse each request for lack of access).
-// Each reads from the API server: the manager's client would start an
-// informer for the metadata ListLive reads.
-func (r *Reconciler) applierFor(ctx context.Context, gs *v1.GitSync) (*applier.Applier, error) {
-	name := gs.Spec.ServiceAccountName
-	key := types.NamespacedName{Namespace: r.namespace, Name: name}
-	if name != "" {
-		if err := r.uncached.Get(ctx, key, &corev1.ServiceAccount{}); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("spec.serviceAccountName: ServiceAccount %s not found", key)
-			}
-			return nil, fmt.Errorf("spec.serviceAccountName: failed to read ServiceAccount %s: %w", key, err)
-		}
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if ap, ok := r.appliers[name]; ok {
-		return ap, nil
-	}
-	cfg := rest.CopyConfig(r.config)
-	if name != "" {
-		// The API server adds the ServiceAccount's groups to the username.
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + r.namespace + ":" + name}
-	}
-	c, err := client.New(cfg, client.Options{Scheme: r.Scheme(), Mapper: r.mapper})
-	if err != nil && name != "" {
-		return nil, fmt.Errorf("spec.serviceAccountName: failed to make a client acting as %s: %w", key, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("failed to make an API server client: %w", err)
-	}
-	ap := applier.New(c)
-	if name == "" {
-		// The reconciler may read whatever it applies; a ServiceAccount
-		// may not read what the reconciler's cache holds.
-		ap = ap.WithHealthCache(r.cache)
-	}
-	r.appliers[name] = ap
-	return ap, nil
-}
-
-// fetch returns a checkout of the revision the ref points at now, cloning
-// only when the kept checkout holds another revision.
-func (r *Reconciler) fetch(ctx context.Context, gs *v1.GitSync, auth transport.AuthMethod) (checkout, error) {
-	rev, err := source.Resolve(ctx, gs.Spec.URL, gs.Spec.Ref, auth)
-	if err != nil {
-		return checkout{}, err
-	}
-	r.mu.Lock()
-	kept, ok := r.checkouts[gs.UID]
-	r.mu.Unlock()
-	if ok && kept.rev == rev {
-		return kept, nil
-	}
-	dir, rev, err := source.Fetch(ctx, gs.Spec.URL, gs.Spec.Ref, auth, r.workDir)
-	if err != nil {
-		return checkout{}, err
-	}
-	co := checkout{dir: dir, rev: rev}
-	r.mu.Lock()
-	r.checkouts[gs.UID] = co
-	r.mu.Unlock()
-	if ok {
-		_ = os.RemoveAll(kept.dir)
-	}
-	return co, nil
-}
-
-// read returns the declarations of the checkout below spec.path, labelled
-// as gs's, decoding them only when the checkout or the path is new. They
-// are not changed afterwards: the applier copies what it sends.
-func (r *Reconciler) read(gs *v1.GitSync, co checkout) (*declaredRevision, error) {
-	path := gs.Spec.PathOrDefault()
-	if co.parsed != nil && co.parsed.path == path {
-		return co.parsed, nil
-	}
-	decls, err := declarations.ReadDir(co.dir, path)
-	if err != nil {
-		return nil, err
-	}
-	applier.SetOwner(decls, gs.Name)
-	declared := &declaredRevision{path: path, decls: decls, fingerprints: make([][sha256.Size]byte, len(decls))}
-	for i, d := range decls {
-		if declared.fingerprints[i], err = fingerprint(d); err != nil {
-			return nil, err
-		}
-	}
-	co.parsed = declared
-	r.mu.Lock()
-	if kept, ok := r.checkouts[gs.UID]; ok && kept.dir == co.dir {
-		r.checkouts[gs.UID] = co
-	}
-	r.mu.Unlock()
-	return declared, nil
 }
 
 // forgetDeleted drops the checkouts and the memos of GitSyncs that no
@@ -546,75 +212,7 @@ func (r *Reconciler) forgetDeleted(ctx context.Context) {
 	for _, gs := range list.Items {
 		live[gs.UID] = true
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for uid, co := range r.checkouts {
-		if !live[uid] {
-			_ = os.RemoveAll(co.dir)
-			delete(r.checkouts, uid)
-		}
-	}
-	for uid := range r.applied {
-		if !live[uid] {
-			delete(r.applied, uid)
-		}
-	}
-}
-
-// summarize lists what a sync changed, "" when nothing.
-func summarize(cs *ssa.ChangeSet) string {
-	if cs == nil {
-		return ""
-	}
-	var parts []string
-	for _, e := range cs.Entries {
-		if e.Action == ssa.CreatedAction || e.Action == ssa.ConfiguredAction || e.Action == ssa.DeletedAction {
-			parts = append(parts, e.Subject+" "+string(e.Action))
-		}
-	}
-	// An event is for people: a large first sync lists a few and counts
-	// the rest.
-	const shown = 10
-	if len(parts) > shown {
-		return fmt.Sprintf("%s and %d more", strings.Join(parts[:shown], ", "), len(parts)-shown)
-	}
-	return strings.Join(parts, ", ")
-}
-
-// recordAdoptions records a warning naming the objects the sync took over:
-// made outside Git (with kubectl, say) or applied by another GitSync,
-// they are from now on changed and pruned by this one, which their
-// makers should hear about.
-func (r *Reconciler) recordAdoptions(gs *v1.GitSync, rev source.Revision, planned []applier.Change) {
-	var adopted []string
-	for _, c := range planned {
-		if c.Adopted && c.ResourceVersion != "" {
-			adopted = append(adopted, fmt.Sprintf("%s %q (%s)", c.Declaration.Object.GetKind(), c.Declaration.Object.GetName(), c.Declaration.Where()))
-		}
-	}
-	if len(adopted) == 0 {
-		return
-	}
-	const shown = 10
-	list := strings.Join(adopted[:min(shown, len(adopted))], ", ")
-	if len(adopted) > shown {
-		list += fmt.Sprintf(" and %d more", len(adopted)-shown)
-	}
-	r.recorder.Eventf(gs, nil, corev1.EventTypeWarning, v1.ReasonAdopted, "Sync",
-		"revision %s adopted %s: created outside this GitSync (with kubectl, say, or by another GitSync), now managed and pruned from Git", rev, list)
-}
-
-// union is a ∪ b, keeping a's order and appending what only b has.
-func union(a, b []v1.InventoryEntry) []v1.InventoryEntry {
-	seen := map[string]bool{}
-	out := make([]v1.InventoryEntry, 0, len(a)+len(b))
-	for _, e := range append(append([]v1.InventoryEntry{}, a...), b...) {
-		if !seen[e.ID] {
-			seen[e.ID] = true
-			out = append(out, e)
-		}
-	}
-	return out
+	r.memory.keepOnly(live)
 }
 
 // jitter spreads syncs by ±10% so GitSyncs created together do not hit

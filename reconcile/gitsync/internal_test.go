@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/ssa"
-
-	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
 func TestJitterStaysWithinTenPercent(t *testing.T) {
@@ -22,14 +20,6 @@ func TestJitterStaysWithinTenPercent(t *testing.T) {
 	}
 	if len(seen) < 100 {
 		t.Errorf("jitter returned only %d distinct values in 1000 calls", len(seen))
-	}
-}
-
-func TestUnionKeepsOrderAndDropsDuplicates(t *testing.T) {
-	a := []v1.InventoryEntry{{ID: "g_K_b"}, {ID: "g_K_a"}}
-	b := []v1.InventoryEntry{{ID: "g_K_a"}, {ID: "g_K_c"}}
-	if got := fmt.Sprint(union(a, b)); got != "[{g_K_b } {g_K_a } {g_K_c }]" {
-		t.Errorf("union = %s", got)
 	}
 }
 

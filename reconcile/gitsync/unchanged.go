@@ -12,7 +12,11 @@ import (
 )
 
 // appliedObject is what a declared object looked like right after a sync
-// that applied it and saw it healthy.
+// that applied it and saw it healthy. The controller's memory keeps one
+// per GitSync and declared object ID, so a resync skips the dry run and
+// the apply of every object nobody has touched since: a no-op resync
+// writes nothing. A restarted reconciler starts empty and checks
+// everything once.
 type appliedObject struct {
 	// fingerprint is the hash of the declaration as applied.
 	fingerprint [sha256.Size]byte
@@ -21,21 +25,13 @@ type appliedObject struct {
 	generation int64
 }
 
-// appliedMemo remembers, per GitSync and declared object ID, what the last
-// successful sync applied, so a resync skips the dry run and the apply of
-// every object nobody has touched since: a no-op resync writes nothing. A
-// restarted reconciler starts empty and checks everything once.
-type appliedMemo map[types.UID]map[string]appliedObject
-
 // changed returns the declarations a sync must validate and apply: new or
 // edited ones, and those whose object's generation moved, that lost a
 // declared label or annotation, or that are gone. live are the objects as
 // listed from the API server just before, not from the cache: a hand edit
 // made just before a requested sync must be seen.
 func (r *Reconciler) changed(uid types.UID, declared *declaredRevision, live applier.Live) []declarations.Declaration {
-	r.mu.Lock()
-	memo := r.applied[uid]
-	r.mu.Unlock()
+	memo := r.memory.appliedBy(uid)
 	if len(memo) == 0 {
 		return declared.decls
 	}
@@ -61,9 +57,7 @@ func (r *Reconciler) remember(uid types.UID, declared *declaredRevision, validat
 	for _, c := range validated {
 		generation[declarations.ID(c.Declaration.Object)] = c.Generation
 	}
-	r.mu.Lock()
-	old := r.applied[uid]
-	r.mu.Unlock()
+	old := r.memory.appliedBy(uid)
 	memo := make(map[string]appliedObject, len(declared.decls))
 	for i, d := range declared.decls {
 		id := declarations.ID(d.Object)
@@ -76,16 +70,7 @@ func (r *Reconciler) remember(uid types.UID, declared *declaredRevision, validat
 		}
 		memo[id] = appliedObject{fingerprint: declared.fingerprints[i], generation: g}
 	}
-	r.mu.Lock()
-	r.applied[uid] = memo
-	r.mu.Unlock()
-}
-
-// forget drops what a GitSync applied, so its next sync checks everything.
-func (r *Reconciler) forget(uid types.UID) {
-	r.mu.Lock()
-	delete(r.applied, uid)
-	r.mu.Unlock()
+	r.memory.setApplied(uid, memo)
 }
 
 func fingerprint(d declarations.Declaration) ([sha256.Size]byte, error) {

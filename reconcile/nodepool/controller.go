@@ -12,7 +12,6 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -23,10 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
-	"github.com/fluxcd/pkg/runtime/patch"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/apply"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/statuspatch"
 )
 
 // controllerName names the controller in logs, metrics and as the reporting
@@ -52,6 +50,7 @@ type Reconciler struct {
 	// written whole, so they must be the latest.
 	apiReader client.Reader
 	recorder  events.EventRecorder
+	status    *statuspatch.Writer
 }
 
 // NewReconciler returns a Reconciler that uses the manager's client, cache
@@ -61,6 +60,7 @@ func NewReconciler(mgr ctrl.Manager) *Reconciler {
 		Client:    mgr.GetClient(),
 		apiReader: mgr.GetAPIReader(),
 		recorder:  mgr.GetEventRecorder(controllerName),
+		status:    statuspatch.NewWriter(mgr.GetClient()),
 	}
 }
 
@@ -79,21 +79,21 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// Reconcile converges one pool. The status is written once, at the end,
-// from what this run found; only a first sight of the pool or of a new
-// generation is written earlier, so the finalizer is in place before any
-// node is touched and Reconciling shows while the work runs.
+// Reconcile converges one pool. The finalizer is in place before any node
+// is touched. The status is written once, at the end, from what this run
+// found; only a first sight of the pool or of a new generation is written
+// earlier, so Reconciling shows while the work runs.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	pool := &v1.NodePool{}
 	if err := r.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.status.Forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("failed to get NodePool %s: %w", req.Name, err)
 	}
-	patcher := patch.NewSerialPatcher(pool, r.Client)
 	if !pool.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, r.finalize(ctx, pool, patcher)
+		return ctrl.Result{}, r.finalize(ctx, pool)
 	}
 
 	readyBefore := conditions.Get(pool, v1.ReadyCondition).DeepCopy()
@@ -101,21 +101,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if needsFinalizer || startsGeneration(pool) {
-		if needsFinalizer {
-			controllerutil.AddFinalizer(pool, v1.FinalizerNodePool)
+	if needsFinalizer {
+		if err := statuspatch.SetFinalizer(ctx, r.Client, pool, v1.FinalizerNodePool, true); err != nil {
+			return ctrl.Result{}, err
 		}
+	}
+	patcher := r.status.For(pool)
+	if needsFinalizer || startsGeneration(pool) {
 		conditions.MarkReconciling(pool, v1.ReasonProgressing, "reconciling generation %d", pool.Generation)
-		if err := patcher.Patch(ctx, pool, patchOptions()...); err != nil {
-			return ctrl.Result{}, fmt.Errorf("failed to patch NodePool %s: %w", pool.Name, err)
+		if err := patcher.Patch(ctx, pool); err != nil {
+			return ctrl.Result{}, err
 		}
 	}
 
 	var o outcome
 	defer func() {
 		setStatus(pool, o)
-		if err := patcher.Patch(ctx, pool, patchOptions()...); err != nil {
-			retErr = errors.Join(retErr, fmt.Errorf("failed to patch NodePool %s status: %w", pool.Name, err))
+		if err := patcher.Patch(ctx, pool); err != nil {
+			retErr = errors.Join(retErr, err)
 			return
 		}
 		r.recordReadyTransition(pool, readyBefore)
@@ -161,32 +164,14 @@ func (r *Reconciler) reconcile(ctx context.Context, pool *v1.NodePool) outcome {
 // finalize releases the pool's nodes, then lets the pool go. The
 // RuntimeClass is left to the garbage collector, which deletes it once the
 // pool is gone.
-func (r *Reconciler) finalize(ctx context.Context, pool *v1.NodePool, patcher *patch.SerialPatcher) error {
+func (r *Reconciler) finalize(ctx context.Context, pool *v1.NodePool) error {
 	if !controllerutil.ContainsFinalizer(pool, v1.FinalizerNodePool) {
 		return nil
 	}
 	if err := r.releaseNodes(ctx, pool); err != nil {
 		return err
 	}
-	controllerutil.RemoveFinalizer(pool, v1.FinalizerNodePool)
-	// Removing the last finalizer deletes the pool, so a status write after
-	// it may find nothing; that is success.
-	err := kerrors.FilterOut(patcher.Patch(ctx, pool, patchOptions()...), apierrors.IsNotFound)
-	if err != nil {
-		return fmt.Errorf("failed to remove finalizer from NodePool %s: %w", pool.Name, err)
-	}
-	return nil
-}
-
-// patchOptions make the controller the owner of the kstatus conditions, so
-// its view wins a conflicting write of them.
-func patchOptions() []patch.Option {
-	return []patch.Option{
-		patch.WithOwnedConditions{Conditions: []string{
-			v1.ReadyCondition, v1.ReconcilingCondition, v1.StalledCondition,
-		}},
-		patch.WithFieldOwner(apply.FieldManager),
-	}
+	return statuspatch.SetFinalizer(ctx, r.Client, pool, v1.FinalizerNodePool, false)
 }
 
 // recordReadyTransition emits an event when Ready changed status in this

@@ -33,7 +33,7 @@ func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res reso
 		return "", false, err
 	}
 	if sbx.Status.Namespace != "" {
-		r.forgetClaim(sbx.Name)
+		r.memory.forgetClaim(sbx.Name)
 		// Two reconcilers at once (or one whose status write was lost
 		// before another's landed) may each have taken a namespace for the
 		// sandbox; the status names the one it has, the first write of a
@@ -54,8 +54,7 @@ func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res reso
 	// starts from a fresh list, which shows every claim made before it, so
 	// together they keep a sandbox from claiming a second member without a
 	// read past the cache on the claim path.
-	if c, ok := r.claims.Load(sbx.Name); ok && c.(memberClaim).sandbox == sbx.UID {
-		ns := c.(memberClaim).namespace
+	if ns := r.memory.claimOf(sbx); ns != nil {
 		recoverLaunch(sbx, ns)
 		return ns.Name, false, nil
 	}
@@ -145,7 +144,7 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 	}
 	for i, attempts := 0, 0; i < len(candidates) && attempts < claimAttempts; i++ {
 		ns := candidates[(start+i)%len(candidates)]
-		if _, busy := r.taken.LoadOrStore(ns.Name, sbx.Name); busy {
+		if !r.memory.take(ns.Name, sbx.Name) {
 			continue
 		}
 		attempts++
@@ -153,7 +152,7 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 		claimed := environment.ClaimedNamespace(ns, sbx, now.Time)
 		err := r.Update(ctx, claimed)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			r.taken.Delete(ns.Name)
+			r.memory.release(ns.Name)
 			continue // another claim won this member, or the pool removed it
 		}
 		if err != nil {
@@ -162,30 +161,15 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 			if landed := r.claimLanded(ctx, sbx, ns.Name); landed != nil {
 				claimed = landed
 			} else {
-				r.taken.Delete(ns.Name)
+				r.memory.release(ns.Name)
 				return "", fmt.Errorf("failed to claim member %s: %w", ns.Name, err)
 			}
 		}
-		r.claims.Store(sbx.Name, memberClaim{sandbox: sbx.UID, namespace: claimed})
+		r.memory.claimed(sbx, claimed)
 		sbx.Status.LaunchType, sbx.Status.LaunchMessage, sbx.Status.ClaimedAt = v1.LaunchWarm, "", &now
 		return claimed.Name, nil
 	}
 	return "", nil
-}
-
-// forgetClaim drops what the process remembers of a sandbox's claim once
-// its status names the member, or it is gone.
-func (r *Reconciler) forgetClaim(sandbox string) {
-	if c, ok := r.claims.LoadAndDelete(sandbox); ok {
-		r.taken.Delete(c.(memberClaim).namespace.Name)
-	}
-}
-
-// memberClaim is a member namespace, as the claim wrote it, and the sandbox
-// that claimed it.
-type memberClaim struct {
-	sandbox   types.UID
-	namespace *corev1.Namespace
 }
 
 // claimLanded reads the member past the cache and returns it when it is

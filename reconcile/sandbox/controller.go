@@ -5,20 +5,16 @@
 package sandbox
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -26,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -38,6 +33,7 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/index"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/problem"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/statuspatch"
 )
 
 // settlingRetry is how soon a pod refused because its namespace is too new
@@ -67,25 +63,8 @@ type Reconciler struct {
 	// and endpoints go through; empty when there is none.
 	EgressGateway types.NamespacedName
 
-	// written holds, by sandbox name, the writtenStatus this controller
-	// last wrote. A pass that starts from a cache which has not seen that write
-	// yet computes the same status again; comparing with what was written
-	// saves the repeated patch (the warm claim budget counts it).
-	written sync.Map
-	// claims holds, by sandbox name, the memberClaim this process made for
-	// it until the sandbox's status names the namespace: the claim's own
-	// write may not be in the cache yet.
-	claims sync.Map
-	// taken holds the names of the members this process is claiming or has
-	// claimed until the claim is settled, so concurrent claims of the same
-	// pool skip them instead of losing a conditional update to a member the
-	// cache still shows free.
-	taken sync.Map
-	// created times sandboxes' creation for the time-to-Ready metric.
-	created creationClock
-	// wakes holds, by sandbox UID, when a client woke a sandbox stopped
-	// for idleness, until it is Ready again (the wake latency metric).
-	wakes sync.Map
+	memory *memory
+	status *statuspatch.Writer
 }
 
 // NewReconciler returns a Reconciler with the default blocked ranges.
@@ -95,6 +74,8 @@ func NewReconciler(mgr ctrl.Manager) *Reconciler {
 		apiReader:     mgr.GetAPIReader(),
 		recorder:      mgr.GetEventRecorder("sandbox-controller"),
 		BlockedEgress: environment.DefaultBlockedEgress,
+		memory:        newMemory(),
+		status:        statuspatch.NewWriter(mgr.GetClient()),
 	}
 }
 
@@ -106,8 +87,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.Sandbox{}, builder.WithPredicates(predicate.Funcs{
-			CreateFunc: func(e event.CreateEvent) bool { r.created.noteCreated(e.Object, time.Now()); return true },
-			DeleteFunc: func(e event.DeleteEvent) bool { r.created.forget(e.Object); return true },
+			CreateFunc: func(e event.CreateEvent) bool { r.memory.created.noteCreated(e.Object, time.Now()); return true },
+			DeleteFunc: func(e event.DeleteEvent) bool { r.memory.created.forget(e.Object); return true },
 		})).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(sandboxOfNamespace)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.sandboxOfPod)).
@@ -150,114 +131,142 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	sbx := &v1.Sandbox{}
 	if err := r.Get(ctx, req.NamespacedName, sbx); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.written.Delete(req.Name)
-			r.forgetClaim(req.Name)
+			r.status.Forget(req.NamespacedName)
+			r.memory.forgetClaim(req.Name)
 			return ctrl.Result{}, r.removeLeftBehind(ctx, req.Name)
 		}
 		return ctrl.Result{}, err
 	}
 	if !sbx.DeletionTimestamp.IsZero() {
-		r.written.Delete(sbx.Name)
-		r.forgetClaim(sbx.Name)
+		r.status.Forget(req.NamespacedName)
+		r.memory.forgetClaim(sbx.Name)
 		return r.finalize(ctx, sbx)
 	}
-	if !controllerutil.ContainsFinalizer(sbx, v1.FinalizerSandbox) {
-		// Admission adds it at create; a Sandbox made where the policy is
-		// not installed gets it here.
-		base := sbx.DeepCopy()
-		controllerutil.AddFinalizer(sbx, v1.FinalizerSandbox)
-		if err := r.Patch(ctx, sbx, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
+	// Admission adds the finalizer at create; a Sandbox made where the
+	// policy is not installed gets it here.
+	if err := statuspatch.SetFinalizer(ctx, r.Client, sbx, v1.FinalizerSandbox, true); err != nil {
+		return ctrl.Result{}, err
 	}
-	before := sbx.DeepCopy()
-	defer func() {
-		// Status first: it is what a waiting client watches for.
-		if err := r.patchStatus(ctx, before, sbx); err != nil && retErr == nil {
-			retErr = err
-		}
-		r.recordTransition(before, sbx)
-	}()
-	return r.reconcile(ctx, sbx)
+	before, patcher := sbx.DeepCopy(), r.status.For(sbx)
+	o := r.reconcile(ctx, sbx)
+	setStatus(sbx, o)
+	r.observeReady(before, sbx)
+	result, err := o.next(sbx)
+	// Status first: it is what a waiting client watches for.
+	if patchErr := r.patchStatus(ctx, patcher, before, sbx); patchErr != nil && err == nil {
+		err = patchErr
+	}
+	r.recordTransition(before, sbx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return result, nil
+}
+
+// outcome is what one pass found and did: setStatus turns it into the
+// status, next into when to look again.
+type outcome struct {
+	// resolved: the template and what it references were found (resolve),
+	// so the lifetime is known.
+	resolved   bool
+	shutdownAt *metav1.Time
+	// deleted: the pass deleted the sandbox, its lifetime or its time
+	// stopped being over.
+	deleted bool
+	// problem is why the sandbox cannot go on: a reference (before it is
+	// resolved), or its namespace taken (after).
+	problem *problem.Problem
+	// waiting is what the sandbox waits for, which will come by itself.
+	waiting *waiting
+	// err failed the pass, at the step failedReason (a Ready reason)
+	// names; it is retried with backoff.
+	err          error
+	failedReason string
+	// namespace and observed are what a pass that converged the pod saw.
+	namespace string
+	observed  *observed
+	rule      idleRule
+	// left is when the lifetime or lifecycle.deleteAfterStopped wants the
+	// next look.
+	left time.Duration
+}
+
+// waiting is a wait with its phase and Ready reason, looked at again after
+// retry.
+type waiting struct {
+	phase           v1.SandboxPhase
+	reason, message string
+	// namespace is the sandbox's, once placed.
+	namespace string
+	retry     time.Duration
 }
 
 // reconcile is one pass: resolve the template, apply the lifetime, place
 // the sandbox (its namespace or a warm member), make sure the namespace is
-// its own, apply the environment and converge the pod, then set the status
-// from what it found.
-func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) (ctrl.Result, error) {
-	if sbx.Status.RequestedAt == nil {
-		sbx.Status.RequestedAt = sbx.CreationTimestamp.DeepCopy()
+// its own, apply the environment and converge the pod.
+func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) outcome {
+	res, p, err := r.resolve(ctx, sbx)
+	if p != nil || err != nil {
+		return outcome{problem: p, err: err}
 	}
-
-	res, waiting, err := r.resolve(ctx, sbx)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if waiting != nil {
-		return mark(sbx, waiting)
-	}
-	conditions.Delete(sbx, v1.StalledCondition)
-
 	lt := lifetimeOf(sbx, res.template)
-	sbx.Status.ShutdownAt = lt.end
+	o := outcome{resolved: true, shutdownAt: lt.end, rule: idleRuleOf(sbx, res.template)}
 	now := time.Now()
 	expired, left := lt.expired(now)
 	if expired && lt.policy == v1.ShutdownPolicyDelete {
 		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, v1.ReasonExpired, "Delete", "lifetime ended at %s; deleting the sandbox", lt.end.UTC().Format(time.RFC3339))
-		return ctrl.Result{}, client.IgnoreNotFound(r.Delete(ctx, sbx))
+		o.deleted, o.err = true, client.IgnoreNotFound(r.Delete(ctx, sbx))
+		return o
 	}
 	desired := sbx.Spec.State
 	if expired {
 		desired = v1.SandboxStopped
 	}
-	rule := idleRuleOf(sbx, res.template)
 	idle := false
 	if desired == v1.SandboxRunning {
 		var woken bool
-		idle, woken = rule.idleStop(sbx, now)
-		r.noteIdleTransition(sbx, rule, idle, woken, now)
+		idle, woken = o.rule.idleStop(sbx, now)
+		r.noteIdleTransition(sbx, o.rule, idle, woken, now)
 	}
 	if idle {
 		desired = v1.SandboxStopped
 	}
-	untilDeleted, due := rule.deletion(sbx, desired, now)
+	untilDeleted, due := o.rule.deletion(sbx, desired, now)
 	if due {
 		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, v1.ReasonDeletedAfterStopped, "Delete", "stopped since %s, longer than lifecycle.deleteAfterStopped (%s); deleting the sandbox",
-			sbx.Status.StoppedAt.UTC().Format(time.RFC3339), rule.deleteAfterStopped)
-		return ctrl.Result{}, client.IgnoreNotFound(r.Delete(ctx, sbx))
+			sbx.Status.StoppedAt.UTC().Format(time.RFC3339), o.rule.deleteAfterStopped)
+		o.deleted, o.err = true, client.IgnoreNotFound(r.Delete(ctx, sbx))
+		return o
 	}
-	left = sooner(left, untilDeleted)
+	o.left = sooner(left, untilDeleted)
 
 	namespace, justClaimed, err := r.placeSandbox(ctx, sbx, res)
 	if err != nil {
-		conditions.MarkFalse(sbx, v1.ReadyCondition, v1.ReasonPlacementFailed, "%v", err)
-		return ctrl.Result{}, err
+		o.err, o.failedReason = err, v1.ReasonPlacementFailed
+		return o
 	}
 	if namespace == "" {
 		// The pool has no Ready member and its policy is to wait for one.
-		msg := fmt.Sprintf("waiting for a Ready member of WarmPool %q (whenEmpty: Wait)", sbx.Spec.WarmPoolRef.Name)
-		conditions.MarkFalse(sbx, v1.ReadyCondition, v1.ReasonWaitingForMember, "%s", msg)
-		conditions.MarkReconciling(sbx, v1.ReasonWaitingForMember, "%s", msg)
-		sbx.Status.Phase = v1.SandboxPhasePending
-		return ctrl.Result{RequeueAfter: waitRetry}, nil
+		o.waiting = &waiting{phase: v1.SandboxPhasePending, reason: v1.ReasonWaitingForMember, retry: waitRetry,
+			message: fmt.Sprintf("waiting for a Ready member of WarmPool %q (whenEmpty: Wait)", sbx.Spec.WarmPoolRef.Name)}
+		return o
 	}
 	bp := environment.ForSandbox(sbx, namespace, res.template, res.nodePool, res.env).WithEgress(res.egress).WithEgressGate(r.EgressGateImage)
 	created := false
 	if !justClaimed {
 		var taken *problem.Problem
 		if created, taken, err = r.ensureNamespace(ctx, sbx, bp); err != nil {
-			conditions.MarkFalse(sbx, v1.ReadyCondition, v1.ReasonApplyFailed, "%v", err)
-			return ctrl.Result{}, err
+			o.err, o.failedReason = err, v1.ReasonApplyFailed
+			return o
 		}
 		if taken != nil {
-			sbx.Status.Phase = v1.SandboxPhasePending
-			return mark(sbx, taken)
+			o.problem = taken
+			return o
 		}
 	}
 	if err := r.applyEnvironment(ctx, bp, justClaimed, created); err != nil {
-		conditions.MarkFalse(sbx, v1.ReadyCondition, v1.ReasonApplyFailed, "%v", err)
-		return ctrl.Result{}, err
+		o.err, o.failedReason = err, v1.ReasonApplyFailed
+		return o
 	}
 	pod, err := r.convergePod(ctx, bp, desired)
 	waitingFor, settling := environment.NamespaceSettling(err)
@@ -265,21 +274,40 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) (ctrl.Resul
 		waitingFor, settling = "the namespace's ResourceQuota to be counted again: it counted pods that were never created", true
 	}
 	if settling {
-		msg := "waiting for " + waitingFor
-		conditions.MarkFalse(sbx, v1.ReadyCondition, v1.ReasonPodStarting, "%s", msg)
-		conditions.MarkReconciling(sbx, v1.ReasonPodStarting, "%s", msg)
-		sbx.Status.Phase, sbx.Status.Namespace = v1.SandboxPhaseStarting, namespace
-		return ctrl.Result{RequeueAfter: settlingRetry}, nil
+		o.waiting = &waiting{phase: v1.SandboxPhaseStarting, reason: v1.ReasonPodStarting, message: "waiting for " + waitingFor,
+			namespace: namespace, retry: settlingRetry}
+		return o
 	}
 	if err != nil {
-		conditions.MarkFalse(sbx, v1.ReadyCondition, v1.ReasonPodFailed, "%v", err)
-		return ctrl.Result{}, err
+		o.err, o.failedReason = err, v1.ReasonPodFailed
+		return o
 	}
-	o := observed{desired: desired, pod: pod, expired: expired, idle: idle, wakes: rule.wake, now: time.Now()}
-	o.nodeWord = r.lookAtNode(ctx, pod, o.now)
-	r.setStatus(sbx, namespace, o)
-	rule.recordIdle(sbx, desired == v1.SandboxStopped, o.now)
-	return ctrl.Result{RequeueAfter: sooner(sooner(left, nextLook(o)), untilIdleStop(sbx, o.now))}, nil
+	o.namespace = namespace
+	o.observed = &observed{desired: desired, pod: pod, expired: expired, idle: idle, wakes: o.rule.wake, now: time.Now()}
+	o.observed.nodeWord = r.lookAtNode(ctx, pod, o.observed.now)
+	return o
+}
+
+// next is the one decision of when to look at the sandbox again, from the
+// outcome and the status set from it. A stalled problem needs a change
+// elsewhere, and a spec change or a referenced object's change brings the
+// sandbox back; one on something the controller does not watch is looked
+// at again every waitRetry. Any other problem is waited out, every
+// waitRetry.
+func (o outcome) next(sbx *v1.Sandbox) (ctrl.Result, error) {
+	switch {
+	case o.err != nil:
+		return ctrl.Result{}, o.err
+	case o.deleted:
+		return ctrl.Result{}, nil
+	case o.problem != nil && o.problem.Stalled && !o.problem.Unwatched:
+		return ctrl.Result{}, reconcile.TerminalError(o.problem)
+	case o.problem != nil:
+		return ctrl.Result{RequeueAfter: waitRetry}, nil
+	case o.waiting != nil:
+		return ctrl.Result{RequeueAfter: o.waiting.retry}, nil
+	}
+	return ctrl.Result{RequeueAfter: sooner(sooner(o.left, nextLook(*o.observed)), untilIdleStop(sbx, o.observed.now))}, nil
 }
 
 // noteIdleTransition tells of a sandbox that stops for idleness now (an
@@ -292,7 +320,7 @@ func (r *Reconciler) noteIdleTransition(sbx *v1.Sandbox, rule idleRule, idle, wo
 		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, v1.ReasonIdleTimeout, "Stop", "no use through a client since %s (idle timeout %s); stopping the sandbox, its workspace kept",
 			lastActivity(sbx, now).UTC().Format(time.RFC3339), rule.timeout)
 	case woken:
-		r.wakes.Store(sbx.UID, reportedActivity(sbx, now).Time)
+		r.memory.woken(sbx.UID, reportedActivity(sbx, now).Time)
 		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, v1.ReasonWoken, "Start", "used again after stopping for idleness (last changed by %s); starting the sandbox", sbx.Annotations[v1.AnnotationChangedBy])
 	}
 }
@@ -305,71 +333,17 @@ func sooner(a, b time.Duration) time.Duration {
 	return a
 }
 
-// patchStatus writes the status in one merge patch, and nothing when it did
-// not change. The fluxcd patch helper would send conditions and the other
-// status fields as two requests; a warm claim's write budget has room for
-// one. The controller owns every condition of a Sandbox, so replacing the
-// list whole is right.
-func (r *Reconciler) patchStatus(ctx context.Context, before, sbx *v1.Sandbox) error {
-	sbx.Status.ObservedGeneration = sbx.Generation
-	if equality.Semantic.DeepEqual(before.Status, sbx.Status) {
-		return nil
-	}
-	// Compared as JSON: times are stored to the second, and a pass that
-	// recovers one from an annotation holds it at another precision.
-	status, err := json.Marshal(sbx.Status)
-	if err != nil {
-		return err
-	}
-	if last, ok := r.written.Load(sbx.Name); ok {
-		if w := last.(writtenStatus); w.uid == sbx.UID && bytes.Equal(w.status, status) {
-			return nil
-		}
-	}
-	// Until the status names a namespace, every write is conditional on
-	// the Sandbox's version: of two reconcilers that each placed it (two
-	// replicas without leader election, or a lease handover), one write
-	// wins, and the other's namespace is deleted on a later pass
-	// (placeSandbox); nor may one's launch type land beside the other's
-	// namespace.
-	patch := client.MergeFrom(before)
+// patchStatus writes the status (statuspatch). Until the status names a
+// namespace, the write is locked to the Sandbox's version: of two
+// reconcilers that each placed it (two replicas without leader election,
+// or a lease handover), one write wins, and the other's namespace is
+// deleted on a later pass (placeSandbox); nor may one's launch type land
+// beside the other's namespace.
+func (r *Reconciler) patchStatus(ctx context.Context, patcher *statuspatch.Patcher, before, sbx *v1.Sandbox) error {
 	if before.Status.Namespace == "" {
-		patch = client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+		return patcher.PatchLocked(ctx, sbx)
 	}
-	if err := r.Status().Patch(ctx, sbx, patch); err != nil {
-		r.written.Delete(sbx.Name)
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("failed to patch status: %w", err)
-	}
-	r.written.Store(sbx.Name, writtenStatus{uid: sbx.UID, status: status})
-	return nil
-}
-
-// writtenStatus is a status the controller wrote, for the object it wrote
-// it to.
-type writtenStatus struct {
-	uid    types.UID
-	status []byte
-}
-
-// mark records a problem in the conditions and says when to look again. A
-// stalled problem needs a change elsewhere, and a spec change or a
-// referenced object's change brings the sandbox back; one on something the
-// controller does not watch is looked at again every waitRetry. Any other
-// problem is waited out, every waitRetry.
-func mark(sbx *v1.Sandbox, p *problem.Problem) (ctrl.Result, error) {
-	p.Mark(sbx)
-	switch {
-	case p.Stalled && p.Unwatched:
-		conditions.Delete(sbx, v1.ReconcilingCondition)
-		return ctrl.Result{RequeueAfter: waitRetry}, nil
-	case p.Stalled:
-		return ctrl.Result{}, reconcile.TerminalError(p)
-	}
-	conditions.MarkReconciling(sbx, p.Reason, "%s", p.Message)
-	return ctrl.Result{RequeueAfter: waitRetry}, nil
+	return patcher.Patch(ctx, sbx)
 }
 
 // resolved is what a sandbox is built from.
@@ -505,38 +479,6 @@ func (r *Reconciler) recountQuota(ctx context.Context, bp environment.Blueprint)
 		return nil, fmt.Errorf("failed to delete ResourceQuota %s/%s to have it counted again: %w", bp.Namespace(), environment.QuotaName, err)
 	}
 	return nil, errQuotaRecount
-}
-
-// setStatus records the observation and the Ready condition.
-func (r *Reconciler) setStatus(sbx *v1.Sandbox, namespace string, o observed) {
-	phase, ready, reason, message := phaseOf(o)
-	sbx.Status.Phase = phase
-	sbx.Status.Namespace = namespace
-	sbx.Status.PodName, sbx.Status.PodIP = "", ""
-	if o.pod != nil && o.pod.DeletionTimestamp == nil {
-		sbx.Status.PodName, sbx.Status.PodIP = o.pod.Name, o.pod.Status.PodIP
-	}
-	if ready {
-		if !conditions.IsTrue(sbx, v1.ReadyCondition) {
-			now := time.Now()
-			if sbx.Status.ReadyAt == nil {
-				r.observeReady(sbx, now)
-			}
-			if wokenAt, ok := r.wakes.LoadAndDelete(sbx.UID); ok {
-				wakeLatency.Observe(now.Sub(wokenAt.(time.Time)).Seconds())
-			}
-			sbx.Status.ReadyAt = &metav1.Time{Time: now}
-		}
-		conditions.MarkTrue(sbx, v1.ReadyCondition, reason, "%s", message)
-		conditions.Delete(sbx, v1.ReconcilingCondition)
-		return
-	}
-	conditions.MarkFalse(sbx, v1.ReadyCondition, reason, "%s", message)
-	if phase == v1.SandboxPhaseStarting || phase == v1.SandboxPhaseStopping {
-		conditions.MarkReconciling(sbx, reason, "%s", message)
-	} else {
-		conditions.Delete(sbx, v1.ReconcilingCondition)
-	}
 }
 
 // recordTransition emits one event per phase change, naming the identity

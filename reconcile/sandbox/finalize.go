@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/statuspatch"
 )
 
 // finalize takes a deleted sandbox's pod down before it lets the Sandbox
@@ -32,10 +33,7 @@ func (r *Reconciler) finalize(ctx context.Context, sbx *v1.Sandbox) (ctrl.Result
 		return ctrl.Result{}, err
 	}
 	if pod == nil {
-		base := sbx.DeepCopy()
-		controllerutil.RemoveFinalizer(sbx, v1.FinalizerSandbox)
-		err := r.Patch(ctx, sbx, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, statuspatch.SetFinalizer(ctx, r.Client, sbx, v1.FinalizerSandbox, false)
 	}
 	if pod.DeletionTimestamp == nil {
 		if err := r.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
@@ -44,14 +42,14 @@ func (r *Reconciler) finalize(ctx context.Context, sbx *v1.Sandbox) (ctrl.Result
 		// The watch brings the sandbox back when the pod is gone.
 		return ctrl.Result{}, nil
 	}
-	before := sbx.DeepCopy()
+	before, patcher := sbx.DeepCopy(), r.status.For(sbx)
 	o := observed{pod: pod, now: time.Now()}
 	o.nodeWord = r.lookAtNode(ctx, pod, o.now)
 	reason, message := stuckTerminating(o, v1.ReasonDeleting, "deleting pod "+pod.Name+"; the namespace goes once the Sandbox is gone")
-	sbx.Status.Phase = v1.SandboxPhaseDeleting
+	sbx.Status.Phase, sbx.Status.ObservedGeneration = v1.SandboxPhaseDeleting, sbx.Generation
 	conditions.MarkFalse(sbx, v1.ReadyCondition, reason, "%s", message)
 	conditions.MarkReconciling(sbx, reason, "%s", message)
-	if err := r.patchStatus(ctx, before, sbx); err != nil {
+	if err := r.patchStatus(ctx, patcher, before, sbx); err != nil {
 		return ctrl.Result{}, err
 	}
 	if reason == v1.ReasonTerminationStuck && conditions.GetReason(before, v1.ReadyCondition) != reason {

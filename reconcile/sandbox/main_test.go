@@ -25,7 +25,7 @@ import (
 
 func TestMain(m *testing.M) {
 	reconciletest.Main(m, func(mgr ctrl.Manager) error {
-		return reconcile.Controllers{EgressGateway: testGateway}.Setup(mgr)
+		return reconcile.SetupControllers(mgr, reconcile.Options{EgressGateway: testGateway})
 	})
 }
 

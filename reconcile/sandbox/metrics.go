@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	"github.com/prometheus/client_golang/prometheus"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,10 +37,6 @@ var wakeLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 
 func init() {
 	metrics.Registry.MustRegister(timeToReady, idleStops, wakeLatency)
-}
-
-func (r *Reconciler) observeReady(sbx *v1.Sandbox, readyAt time.Time) {
-	timeToReady.WithLabelValues(string(sbx.Status.LaunchType)).Observe(readyAt.Sub(r.created.createdAt(sbx)).Seconds())
 }
 
 // creationClock tells when sandboxes were created more precisely than their
@@ -124,5 +121,20 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, phase := range []v1.SandboxPhase{v1.SandboxPhasePending, v1.SandboxPhaseStarting, v1.SandboxPhaseRunning,
 		v1.SandboxPhaseStopping, v1.SandboxPhaseStopped, v1.SandboxPhaseFailed, v1.SandboxPhaseDeleting} {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[phase]), string(phase))
+	}
+}
+
+// observeReady observes the time to Ready of a sandbox Ready for the first
+// time in this pass, and the wake latency of one a client woke.
+func (r *Reconciler) observeReady(before, after *v1.Sandbox) {
+	if conditions.IsTrue(before, v1.ReadyCondition) || !conditions.IsTrue(after, v1.ReadyCondition) {
+		return
+	}
+	readyAt := after.Status.ReadyAt.Time
+	if before.Status.ReadyAt == nil {
+		timeToReady.WithLabelValues(string(after.Status.LaunchType)).Observe(readyAt.Sub(r.memory.created.createdAt(after)).Seconds())
+	}
+	if wokenAt, ok := r.memory.wokenAt(after.UID); ok {
+		wakeLatency.Observe(readyAt.Sub(wokenAt).Seconds())
 	}
 }

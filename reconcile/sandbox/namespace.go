@@ -47,7 +47,7 @@ func ownsNamespace(ns *corev1.Namespace, sbx *v1.Sandbox) bool {
 // the cache: it may lag behind a claim or a deletion, so anything else is
 // asked of the API server, which is rare and off the claim path.
 func (r *Reconciler) ensureNamespace(ctx context.Context, sbx *v1.Sandbox, bp environment.Blueprint) (created bool, taken *problem.Problem, err error) {
-	if c, ok := r.claims.Load(sbx.Name); ok && c.(memberClaim).sandbox == sbx.UID && c.(memberClaim).namespace.Name == bp.Namespace() {
+	if ns := r.memory.claimOf(sbx); ns != nil && ns.Name == bp.Namespace() {
 		return false, nil, nil // claimed by this process; the cache may not show it yet
 	}
 	key := types.NamespacedName{Name: bp.Namespace()}

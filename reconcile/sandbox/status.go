@@ -5,10 +5,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/problem"
 )
 
 // observed is what one reconcile saw of a sandbox's pod.
@@ -209,4 +212,77 @@ func gatePassedAt(pod *corev1.Pod) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// setStatus records what a pass found.
+func setStatus(sbx *v1.Sandbox, o outcome) {
+	sbx.Status.ObservedGeneration = sbx.Generation
+	if sbx.Status.RequestedAt == nil {
+		sbx.Status.RequestedAt = sbx.CreationTimestamp.DeepCopy()
+	}
+	if !o.resolved {
+		if o.problem != nil {
+			markProblem(sbx, o.problem)
+		}
+		return
+	}
+	conditions.Delete(sbx, v1.StalledCondition)
+	sbx.Status.ShutdownAt = o.shutdownAt
+	switch {
+	case o.deleted:
+	case o.err != nil:
+		conditions.MarkFalse(sbx, v1.ReadyCondition, o.failedReason, "%v", o.err)
+	case o.problem != nil:
+		sbx.Status.Phase = v1.SandboxPhasePending
+		markProblem(sbx, o.problem)
+	case o.waiting != nil:
+		w := o.waiting
+		conditions.MarkFalse(sbx, v1.ReadyCondition, w.reason, "%s", w.message)
+		conditions.MarkReconciling(sbx, w.reason, "%s", w.message)
+		sbx.Status.Phase = w.phase
+		if w.namespace != "" {
+			sbx.Status.Namespace = w.namespace
+		}
+	default:
+		setObserved(sbx, o.namespace, *o.observed)
+		o.rule.recordIdle(sbx, o.observed.desired == v1.SandboxStopped, o.observed.now)
+	}
+}
+
+// markProblem records a problem in the conditions: one the controller
+// waits out, or looks at again now and then, is Reconciling; one a watched
+// change will end is not.
+func markProblem(sbx *v1.Sandbox, p *problem.Problem) {
+	p.Mark(sbx)
+	switch {
+	case p.Stalled && p.Unwatched:
+		conditions.Delete(sbx, v1.ReconcilingCondition)
+	case !p.Stalled:
+		conditions.MarkReconciling(sbx, p.Reason, "%s", p.Message)
+	}
+}
+
+// setObserved records the observation of the pod and the Ready condition.
+func setObserved(sbx *v1.Sandbox, namespace string, o observed) {
+	phase, ready, reason, message := phaseOf(o)
+	sbx.Status.Phase = phase
+	sbx.Status.Namespace = namespace
+	sbx.Status.PodName, sbx.Status.PodIP = "", ""
+	if o.pod != nil && o.pod.DeletionTimestamp == nil {
+		sbx.Status.PodName, sbx.Status.PodIP = o.pod.Name, o.pod.Status.PodIP
+	}
+	if ready {
+		if !conditions.IsTrue(sbx, v1.ReadyCondition) {
+			sbx.Status.ReadyAt = &metav1.Time{Time: o.now}
+		}
+		conditions.MarkTrue(sbx, v1.ReadyCondition, reason, "%s", message)
+		conditions.Delete(sbx, v1.ReconcilingCondition)
+		return
+	}
+	conditions.MarkFalse(sbx, v1.ReadyCondition, reason, "%s", message)
+	if phase == v1.SandboxPhaseStarting || phase == v1.SandboxPhaseStopping {
+		conditions.MarkReconciling(sbx, reason, "%s", message)
+	} else {
+		conditions.Delete(sbx, v1.ReconcilingCondition)
+	}
 }

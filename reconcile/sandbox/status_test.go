@@ -1,15 +1,20 @@
 package sandbox
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/problem"
 )
 
 // What the kubelet of a real node reports about a container that cannot
@@ -204,6 +209,72 @@ func TestGateRefusalReachesTheStatus(t *testing.T) {
 			}
 			if reason == v1.ReasonPolicyNotEnforced && !strings.Contains(message, "was still reachable after 30s") {
 				t.Errorf("message %q does not carry the gate's words", message)
+			}
+		})
+	}
+}
+
+// setStatus turns each kind of outcome into its phase and conditions, and
+// next into when to look again, without a cluster.
+func TestOutcomeReachesTheStatus(t *testing.T) {
+	missing := problem.Stall(v1.ReasonTemplateNotFound, "spec.templateRef names SandboxTemplate %q, which does not exist", "t")
+	taken := &problem.Problem{Reason: v1.ReasonNamespaceConflict, Message: "namespace taken", Stalled: true, Unwatched: true}
+	cases := []struct {
+		name        string
+		o           outcome
+		phase       v1.SandboxPhase
+		ready       string // the Ready reason
+		reconciling bool
+		stalled     bool
+		requeue     time.Duration
+		terminal    bool
+	}{{
+		name: "a reference missing", o: outcome{problem: missing},
+		ready: v1.ReasonTemplateNotFound, stalled: true, terminal: true,
+	}, {
+		name: "its namespace taken", o: outcome{resolved: true, problem: taken},
+		phase: v1.SandboxPhasePending, ready: v1.ReasonNamespaceConflict, stalled: true, requeue: waitRetry,
+	}, {
+		name: "waiting for a warm member",
+		o: outcome{resolved: true, waiting: &waiting{phase: v1.SandboxPhasePending, reason: v1.ReasonWaitingForMember,
+			message: "waiting", retry: waitRetry}},
+		phase: v1.SandboxPhasePending, ready: v1.ReasonWaitingForMember, reconciling: true, requeue: waitRetry,
+	}, {
+		name: "the pod refused", o: outcome{resolved: true, err: errors.New("forbidden"), failedReason: v1.ReasonPodFailed},
+		ready: v1.ReasonPodFailed,
+	}, {
+		name: "running",
+		o: outcome{resolved: true, namespace: "sandbox-x", observed: &observed{desired: v1.SandboxRunning, now: time.Now(),
+			pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: environment.PodName}, Status: corev1.PodStatus{
+				Phase: corev1.PodRunning, PodIP: "10.0.0.9", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+			}}}},
+		phase: v1.SandboxPhaseRunning, ready: v1.ReasonPodReady,
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sbx := &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "s", Generation: 3}}
+			setStatus(sbx, tc.o)
+			if sbx.Status.Phase != tc.phase || conditions.GetReason(sbx, v1.ReadyCondition) != tc.ready {
+				t.Errorf("phase %q, Ready reason %q; want %q, %q", sbx.Status.Phase, conditions.GetReason(sbx, v1.ReadyCondition), tc.phase, tc.ready)
+			}
+			if conditions.Has(sbx, v1.ReconcilingCondition) != tc.reconciling || conditions.Has(sbx, v1.StalledCondition) != tc.stalled {
+				t.Errorf("Reconciling %t, Stalled %t; want %t, %t", conditions.Has(sbx, v1.ReconcilingCondition), conditions.Has(sbx, v1.StalledCondition), tc.reconciling, tc.stalled)
+			}
+			if sbx.Status.ObservedGeneration != 3 {
+				t.Errorf("observedGeneration %d, want 3", sbx.Status.ObservedGeneration)
+			}
+			result, err := tc.o.next(sbx)
+			switch {
+			case tc.o.err != nil:
+				if !errors.Is(err, tc.o.err) || result != (ctrl.Result{}) {
+					t.Errorf("next = %+v, %v; want the error alone", result, err)
+				}
+			case tc.terminal:
+				if !errors.Is(err, reconcile.TerminalError(nil)) {
+					t.Errorf("next = %+v, %v; want a terminal error", result, err)
+				}
+			case tc.requeue > 0 && (err != nil || result.RequeueAfter != tc.requeue):
+				t.Errorf("next = %+v, %v; want a look again after %s", result, err, tc.requeue)
 			}
 		})
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,17 +24,23 @@ import (
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/index"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/problem"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/statuspatch"
 )
 
 // Reconciler reconciles SandboxTemplates.
 type Reconciler struct {
 	client.Client
 	recorder recorder.EventRecorder
+	status   *statuspatch.Writer
 }
 
 // NewReconciler returns a Reconciler using the manager's client.
 func NewReconciler(mgr ctrl.Manager) *Reconciler {
-	return &Reconciler{Client: mgr.GetClient(), recorder: mgr.GetEventRecorder("sandboxtemplate-controller")}
+	return &Reconciler{
+		Client:   mgr.GetClient(),
+		recorder: mgr.GetEventRecorder("sandboxtemplate-controller"),
+		status:   statuspatch.NewWriter(mgr.GetClient()),
+	}
 }
 
 // SetupWithManager watches templates and the node pools they reference.
@@ -59,57 +64,61 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile validates one template and records the verdict in its status.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
 	tpl := &v1.SandboxTemplate{}
 	if err := r.Get(ctx, req.NamespacedName, tpl); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.status.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := tpl.DeepCopy()
-	wasReady := conditions.IsTrue(tpl, v1.ReadyCondition)
-	defer func() {
-		// One merge patch for the whole status, and none when nothing
-		// changed. Only this controller writes a template's status, so
-		// there is nothing to merge conditions with: Flux's patch helper
-		// would write them in a second, conflict-checked patch, doubling
-		// the writes of a GitSync of thousands of templates.
-		tpl.Status.ObservedGeneration = tpl.Generation
-		if equality.Semantic.DeepEqual(before.Status, tpl.Status) {
-			return
-		}
-		// An object deleted meanwhile has no status left to write.
-		if err := r.Status().Patch(ctx, tpl, client.MergeFrom(before)); client.IgnoreNotFound(err) != nil && retErr == nil {
-			retErr = fmt.Errorf("failed to patch status: %w", err)
-		}
-	}()
-
-	hash, err := contentHash(tpl.Spec)
-	if err != nil {
-		return ctrl.Result{}, err
+	patcher := r.status.For(tpl)
+	wasReady, wasInvalid := conditions.IsTrue(tpl, v1.ReadyCondition), conditions.IsFalse(tpl, v1.ReadyCondition)
+	newGeneration := tpl.Generation != tpl.Status.ObservedGeneration
+	o := r.check(ctx, tpl)
+	if o.err != nil {
+		return ctrl.Result{}, o.err
 	}
-	tpl.Status.ContentHash = hash
-
-	p := validateSpec(tpl.Spec)
-	if p == nil && tpl.Spec.NodePoolRef != nil {
-		p, err = r.checkNodePool(ctx, tpl.Spec.NodePoolRef.Name)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
+	setStatus(tpl, o)
+	if err := patcher.Patch(ctx, tpl); err != nil {
+		return ctrl.Result{}, err
 	}
 	// Events on failure and recovery only: a template found valid the
 	// first time says so in its status, and a GitSync of thousands of
 	// templates should not cost as many event writes.
-	wasInvalid := conditions.IsFalse(tpl, v1.ReadyCondition)
-	setConditions(tpl, p)
-	switch {
-	case p != nil && (wasReady || tpl.Generation != tpl.Status.ObservedGeneration):
+	switch p := o.problem; {
+	case p != nil && (wasReady || newGeneration):
 		r.recorder.Eventf(tpl, nil, corev1.EventTypeWarning, p.Reason, "Validate", p.Message)
 	case p == nil && wasInvalid:
-		r.recorder.Eventf(tpl, nil, corev1.EventTypeNormal, v1.ReasonValid, "Validate", "template is valid; content hash %s", hash)
+		r.recorder.Eventf(tpl, nil, corev1.EventTypeNormal, v1.ReasonValid, "Validate", "template is valid; content hash %s", o.contentHash)
 	}
-	if p != nil && p.Stalled {
-		return ctrl.Result{}, reconcile.TerminalError(p)
+	if o.problem != nil && o.problem.Stalled {
+		return ctrl.Result{}, reconcile.TerminalError(o.problem)
 	}
 	return ctrl.Result{}, nil
+}
+
+// outcome is what one check of a template found.
+type outcome struct {
+	contentHash string
+	// problem is why the template is not valid; nil when it is.
+	problem *problem.Problem
+	// err is a failure to check, retried with backoff; the status is left
+	// as it was.
+	err error
+}
+
+// check hashes the template and checks what the CRD schema cannot.
+func (r *Reconciler) check(ctx context.Context, tpl *v1.SandboxTemplate) outcome {
+	hash, err := contentHash(tpl.Spec)
+	if err != nil {
+		return outcome{err: err}
+	}
+	o := outcome{contentHash: hash, problem: validateSpec(tpl.Spec)}
+	if o.problem == nil && tpl.Spec.NodePoolRef != nil {
+		o.problem, o.err = r.checkNodePool(ctx, tpl.Spec.NodePoolRef.Name)
+	}
+	return o
 }
 
 // checkNodePool reports a missing node pool as a problem, not an error: the
@@ -126,8 +135,12 @@ func (r *Reconciler) checkNodePool(ctx context.Context, name string) (*problem.P
 	return nil, nil
 }
 
-// setConditions turns the verdict into kstatus conditions.
-func setConditions(tpl *v1.SandboxTemplate, p *problem.Problem) {
+// setStatus records what the check found: the content hash and the
+// verdict as kstatus conditions.
+func setStatus(tpl *v1.SandboxTemplate, o outcome) {
+	tpl.Status.ObservedGeneration = tpl.Generation
+	tpl.Status.ContentHash = o.contentHash
+	p := o.problem
 	conditions.Delete(tpl, v1.ReconcilingCondition)
 	if p != nil {
 		p.Mark(tpl)

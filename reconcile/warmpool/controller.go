@@ -13,7 +13,6 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,6 +30,7 @@ import (
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/index"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/statuspatch"
 )
 
 // maxRetryDelay bounds the backoff after failed passes: a pool whose builds
@@ -100,13 +100,14 @@ type Reconciler struct {
 	EgressGateway types.NamespacedName
 
 	memory *memory
+	status *statuspatch.Writer
 }
 
 // NewReconciler returns a Reconciler with the default blocked ranges.
 func NewReconciler(mgr ctrl.Manager) *Reconciler {
 	return &Reconciler{
 		Client: mgr.GetClient(), apiReader: mgr.GetAPIReader(), recorder: mgr.GetEventRecorder("warmpool-controller"),
-		BlockedEgress: environment.DefaultBlockedEgress, memory: newMemory(),
+		BlockedEgress: environment.DefaultBlockedEgress, memory: newMemory(), status: statuspatch.NewWriter(mgr.GetClient()),
 	}
 }
 
@@ -142,6 +143,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Get(ctx, req.NamespacedName, pool); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.memory.forget(req.Name)
+			r.status.Forget(req.NamespacedName)
 			return ctrl.Result{}, r.removeOrphanedMembers(ctx, req.Name)
 		}
 		return ctrl.Result{}, err
@@ -149,20 +151,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !pool.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil // members go by garbage collection
 	}
-	before := pool.DeepCopy()
+	readyBefore := conditions.Get(pool, v1.ReadyCondition).DeepCopy()
+	patcher := r.status.For(pool)
 	o := r.reconcile(ctx, pool)
 	setStatus(pool, o)
 	r.recordDeletions(pool, o.deleted, o.want)
-	r.recordReadyTransition(pool, conditions.Get(before, v1.ReadyCondition))
+	r.recordReadyTransition(pool, readyBefore)
 	result, err := o.next()
-	switch patchErr := r.patchStatus(ctx, before, pool); {
+	// Locked: the cache can be behind the controller's own last write, and
+	// a patch of the difference from such a stale copy leaves alone the
+	// fields that changed since (a pool once showed replicas 0 beside "6
+	// of 6 members Ready"). A conflict says the copy was stale.
+	patchErr := patcher.PatchLocked(ctx, pool)
+	switch {
+	case err != nil:
+		return ctrl.Result{}, err
 	case apierrors.IsConflict(patchErr):
 		// The cache was behind: again once it has caught up.
-		return ctrl.Result{RequeueAfter: conflictRetry}, err
-	case patchErr != nil && err == nil:
-		return result, patchErr
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	case patchErr != nil:
+		return ctrl.Result{}, patchErr
 	}
-	return result, err
+	return result, nil
 }
 
 // reconcile is one pass: find the template, trim the pool (members beyond
@@ -212,25 +222,6 @@ func (r *Reconciler) reconcile(ctx context.Context, pool *v1.WarmPool) outcome {
 	o.settling, o.buildErr = r.build(ctx, pool.Name, builds)
 	o.pending = unseen > 0 || toBuild > 0 || len(inFlight) > 0
 	return o
-}
-
-// patchStatus writes the status when it changed, as a merge patch
-// conditional on the resourceVersion the pass started from. The cache can
-// be behind the controller's own last write, and a patch of the difference
-// from such a stale copy leaves alone the fields that changed since: a
-// pool once showed replicas 0 beside "6 of 6 members Ready". A conflict
-// says the copy was stale; the controller owns every condition of a pool,
-// so the list is written whole.
-func (r *Reconciler) patchStatus(ctx context.Context, before, pool *v1.WarmPool) error {
-	pool.Status.ObservedGeneration = pool.Generation
-	if equality.Semantic.DeepEqual(before.Status, pool.Status) {
-		return nil
-	}
-	err := r.Status().Patch(ctx, pool, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("failed to patch status: %w", err)
-	}
-	return nil
 }
 
 // removeOrphanedMembers deletes the unclaimed members of a pool that is

@@ -28,7 +28,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.Controllers{}.Setup(mgr) })
+	reconciletest.Main(m, func(mgr ctrl.Manager) error { return reconcile.SetupControllers(mgr, reconcile.Options{}) })
 }
 
 func create(t *testing.T, c client.Client, obj client.Object) {

@@ -60,6 +60,7 @@ type outcome struct {
 // reason for the oldest unschedulable member and a refused build included.
 // A pool short because it waits for claims to pause says so.
 func setStatus(pool *v1.WarmPool, o outcome) {
+	pool.Status.ObservedGeneration = pool.Generation
 	pool.Status.Selector = labels.SelectorFromSet(labels.Set{v1.LabelWarmPool: pool.Name, v1.LabelMember: v1.MemberAvailable}).String()
 	if o.problem != nil {
 		o.problem.Mark(pool)

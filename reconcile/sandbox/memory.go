@@ -1,0 +1,114 @@
+package sandbox
+
+import (
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+)
+
+// memory is what the controller remembers from one pass to the next,
+// beside the status writes it remembers (statuspatch): the claims this
+// process made until the sandboxes' statuses name them, the members it is
+// claiming, and when clients woke idle sandboxes.
+//
+// Claims: a pass that starts from a cache which has not seen the claim's
+// own write yet must not claim a second member, nor take the member for
+// someone else's namespace. Members being claimed: concurrent claims of
+// one pool skip them instead of losing a conditional update to a member
+// the cache still shows free. Wakes: the wake latency metric is observed
+// when the sandbox is Ready again.
+//
+// Losing it on a restart is harmless: a new process starts from a fresh
+// list, which shows every claim made before it (the label the claim put
+// on the member), and a wake forgotten is one observation fewer.
+type memory struct {
+	mu sync.Mutex
+	// claims holds, by sandbox name, the member this process claimed for
+	// it.
+	claims map[string]memberClaim
+	// taken holds the names of the members being claimed or claimed and
+	// not yet settled, with the sandbox claiming each.
+	taken map[string]string
+	// wakes holds, by sandbox UID, when a client woke it.
+	wakes map[types.UID]time.Time
+	// created times sandboxes' creation for the time-to-Ready metric.
+	created creationClock
+}
+
+// memberClaim is a member namespace, as the claim wrote it, and the sandbox
+// that claimed it.
+type memberClaim struct {
+	sandbox   types.UID
+	namespace *corev1.Namespace
+}
+
+func newMemory() *memory {
+	return &memory{claims: map[string]memberClaim{}, taken: map[string]string{}, wakes: map[types.UID]time.Time{}}
+}
+
+// claimOf is the member this process claimed for sbx, nil when none.
+func (m *memory) claimOf(sbx *v1.Sandbox) *corev1.Namespace {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.claims[sbx.Name]; ok && c.sandbox == sbx.UID {
+		return c.namespace
+	}
+	return nil
+}
+
+// take marks a member as being claimed for sandbox; false when another
+// claim of this process has it.
+func (m *memory) take(member, sandbox string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, busy := m.taken[member]; busy {
+		return false
+	}
+	m.taken[member] = sandbox
+	return true
+}
+
+// release hands back a member whose claim did not happen.
+func (m *memory) release(member string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.taken, member)
+}
+
+// claimed records that sbx claimed the member ns.
+func (m *memory) claimed(sbx *v1.Sandbox, ns *corev1.Namespace) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.claims[sbx.Name] = memberClaim{sandbox: sbx.UID, namespace: ns}
+}
+
+// forgetClaim drops a sandbox's claim once its status names the member, or
+// it is gone.
+func (m *memory) forgetClaim(sandbox string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.claims[sandbox]; ok {
+		delete(m.taken, c.namespace.Name)
+		delete(m.claims, sandbox)
+	}
+}
+
+// woken records when a client woke the sandbox of uid.
+func (m *memory) woken(uid types.UID, at time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.wakes[uid] = at
+}
+
+// wokenAt returns, and forgets, when a client woke the sandbox of uid.
+func (m *memory) wokenAt(uid types.UID) (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	at, ok := m.wakes[uid]
+	delete(m.wakes, uid)
+	return at, ok
+}

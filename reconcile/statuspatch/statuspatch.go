@@ -1,0 +1,165 @@
+// Package statuspatch is how every controller of the reconciler writes an
+// object's status: one policy, in one place.
+//
+// The policy, and the write budget behind it:
+//
+//   - A write is one JSON merge patch of the status subresource, with the
+//     conditions list written whole. Each controller owns every condition
+//     of its kind, so there is nothing to merge them with; Flux's patch
+//     helper would send the conditions and the other fields as two
+//     requests, and a warm claim's budget (bench/floor) has room for one,
+//     as a GitSync of 10,000 templates has room for one write each.
+//   - Nothing is written when the pass left the status as it found it, nor
+//     when it equals what this process last wrote to the object: a pass
+//     that starts from a cache that has not yet seen that write computes
+//     the same status again, and the repeat would be a wasted write (and,
+//     for a warm claim, a slower one).
+//   - Where a patch of the difference from a stale copy could undo a newer
+//     write, or two reconcilers could each write their own outcome, the
+//     write is conditional on the resourceVersion the pass read
+//     (PatchLocked); the conflict sends the pass round again on a fresher
+//     copy.
+//   - An object deleted meanwhile has no status left to write: not found is
+//     success.
+//
+// The one other write a controller makes of its own object, a finalizer,
+// is no part of it: SetFinalizer writes that apart, before the work the
+// finalizer guards.
+package statuspatch
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+)
+
+// Writer writes the status of one controller's objects and remembers, by
+// object, a digest of what it last wrote.
+type Writer struct {
+	client client.Client
+
+	mu      sync.Mutex
+	written map[client.ObjectKey]writtenStatus
+}
+
+// writtenStatus is the digest of a status written to the object of uid: a
+// digest, not the status, so that remembering 10,000 sandboxes costs
+// kilobytes, not megabytes.
+type writtenStatus struct {
+	uid    types.UID
+	digest [sha256.Size]byte
+}
+
+// NewWriter returns a Writer that writes through c.
+func NewWriter(c client.Client) *Writer {
+	return &Writer{client: c, written: map[client.ObjectKey]writtenStatus{}}
+}
+
+// For starts a pass over obj: the Patcher writes what the pass changes in
+// obj's status from here on.
+func (w *Writer) For(obj client.Object) *Patcher {
+	return &Patcher{w: w, before: obj.DeepCopyObject().(client.Object)}
+}
+
+// Forget drops what the Writer remembers of an object that is gone.
+func (w *Writer) Forget(key client.ObjectKey) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.written, key)
+}
+
+// Patcher writes one object's status within one pass. Every write moves its
+// starting point to what it wrote, so a pass may write progress before its
+// outcome.
+type Patcher struct {
+	w      *Writer
+	before client.Object
+}
+
+// Patch writes obj's status if the pass changed it (see the package
+// comment).
+func (p *Patcher) Patch(ctx context.Context, obj client.Object) error {
+	return p.patch(ctx, obj, client.MergeFrom(p.before))
+}
+
+// PatchLocked writes obj's status as Patch does, on condition that the
+// object is still at the resourceVersion the pass read: a conflict error
+// says another write came first.
+func (p *Patcher) PatchLocked(ctx context.Context, obj client.Object) error {
+	return p.patch(ctx, obj, client.MergeFromWithOptions(p.before, client.MergeFromWithOptimisticLock{}))
+}
+
+func (p *Patcher) patch(ctx context.Context, obj client.Object, patch client.Patch) error {
+	status := statusOf(obj)
+	if equality.Semantic.DeepEqual(statusOf(p.before), status) {
+		return nil
+	}
+	// Compared as JSON: times are stored to the second, and a pass that
+	// recovers one from elsewhere holds it at another precision.
+	raw, err := json.Marshal(status)
+	if err != nil {
+		return err
+	}
+	key, digest := client.ObjectKeyFromObject(obj), sha256.Sum256(raw)
+	if p.w.wrote(key, obj.GetUID(), digest) {
+		return nil
+	}
+	if err := p.w.client.Status().Patch(ctx, obj, patch); err != nil {
+		p.w.Forget(key)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("failed to patch the status of %s: %w", key.Name, err)
+	}
+	p.w.mu.Lock()
+	p.w.written[key] = writtenStatus{uid: obj.GetUID(), digest: digest}
+	p.w.mu.Unlock()
+	p.before = obj.DeepCopyObject().(client.Object)
+	return nil
+}
+
+// wrote reports whether the status of digest is the last one written to
+// the object of uid at key.
+func (w *Writer) wrote(key client.ObjectKey, uid types.UID, digest [sha256.Size]byte) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	last, ok := w.written[key]
+	return ok && last.uid == uid && last.digest == digest
+}
+
+// statusOf is obj's status: every kind of this API keeps it in the field
+// Status of its struct, which is what the status subresource holds.
+func statusOf(obj client.Object) any {
+	return reflect.ValueOf(obj).Elem().FieldByName("Status").Interface()
+}
+
+// SetFinalizer adds (present) or removes finalizer on obj, when it is not
+// so already, in one merge patch locked to the resourceVersion read: the
+// list is written whole, and from a stale copy it could drop a finalizer
+// added since. An object gone meanwhile is success; a conflict is an error,
+// and the pass runs again on a fresher copy.
+func SetFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string, present bool) error {
+	if controllerutil.ContainsFinalizer(obj, finalizer) == present {
+		return nil
+	}
+	base := obj.DeepCopyObject().(client.Object)
+	if present {
+		controllerutil.AddFinalizer(obj, finalizer)
+	} else {
+		controllerutil.RemoveFinalizer(obj, finalizer)
+	}
+	err := c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("failed to set the finalizers of %s: %w", obj.GetName(), err)
+	}
+	return nil
+}
