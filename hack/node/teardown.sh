@@ -52,7 +52,9 @@ remove_chains() {
 ours() {
 	local p
 	for p in /proc/[0-9]*; do
-		tr '\0' ' ' <"${p}/cmdline" 2>/dev/null | grep -qF -- "${dir}/" && echo "${p#/proc/}"
+		# A process may end before its cmdline is read: stderr is redirected
+		# before the file is opened, so that goes unreported.
+		tr '\0' ' ' 2>/dev/null <"${p}/cmdline" | grep -qF -- "${dir}/" && echo "${p#/proc/}"
 	done
 	return 0
 }
