@@ -4,9 +4,10 @@
 // controllers from a template really runs isolated, under runc and under
 // gVisor, with its egress governed by NetworkPolicy.
 //
-// hack/node.sh reads its values from here (realnode_const): this file is
-// the one place they are kept. Keep each a one-line string or number
-// constant, which is all the script's reader understands.
+// hack/node.sh reads its values from here (realnode_const, in
+// hack/node/common.sh): this file is the one place they are kept. Keep each
+// a one-line string or number constant, which is all the script's reader
+// understands.
 package realnode
 
 const (
