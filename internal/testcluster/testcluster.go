@@ -54,7 +54,20 @@ var (
 	once    sync.Once
 	cluster *Cluster
 	err     error
+
+	// firstUse is what the package starts on the cluster the first time a
+	// test asks for it (OnFirstUse), and started its outcome.
+	firstUse     func(*Cluster) error
+	firstUseOnce sync.Once
+	started      error
 )
+
+// OnFirstUse has start run once, on the cluster, when the first test of the
+// package asks for it (Get): the controllers a package's tests need start
+// then, not in TestMain, so a run of tests that need no cluster (make unit,
+// or go test -run on a pure test) never connects to one. Call it from
+// TestMain, before m.Run.
+func OnFirstUse(start func(*Cluster) error) { firstUse = start }
 
 // Cluster is the API server the tests of one package run against.
 type Cluster struct {
@@ -84,6 +97,14 @@ func Get(t testing.TB) *Cluster {
 	}
 	if err != nil {
 		t.Fatalf("test cluster: %v", err)
+	}
+	firstUseOnce.Do(func() {
+		if firstUse != nil {
+			started = firstUse(c)
+		}
+	})
+	if started != nil {
+		t.Fatalf("test cluster: %v", started)
 	}
 	return c
 }

@@ -28,23 +28,35 @@ import (
 // ServiceAccount is the identity config/ installs the reconciler under.
 const ServiceAccount = "system:serviceaccount:agentsandbox-system:agentsandbox-reconciler"
 
-// Run starts a manager with the controllers that setup registers, runs the
-// package's tests (m.Run) and stops the manager. Use it from TestMain. The
-// manager runs without leader election and reconciles every object of the
-// cluster, which testcluster.Connect lets this package hold alone: two
-// reconcilers at once is not how it runs in a cluster.
+// Run runs the package's tests (m.Run) with a manager running the
+// controllers that setup registers, started when the first test asks for
+// the cluster (testcluster.OnFirstUse) and stopped after the last. Use it
+// from TestMain. The manager runs without leader election and reconciles
+// every object of the cluster, which testcluster lets this package hold
+// alone: two reconcilers at once is not how it runs in a cluster.
 func Run(m *testing.M, setup func(ctrl.Manager) error) int {
 	// Errors only: a controller that cannot start its watches says why.
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel), zap.StacktraceLevel(zapcore.PanicLevel)))
-	cluster, err := testcluster.Connect()
-	if errors.Is(err, testcluster.ErrNoCluster) {
-		// make unit: the tests that need the controllers skip.
-		return m.Run()
+	var stop func() error
+	testcluster.OnFirstUse(func(cluster *testcluster.Cluster) (err error) {
+		stop, err = start(cluster, setup)
+		return err
+	})
+	code := m.Run()
+	if stop != nil {
+		if err := stop(); err != nil {
+			println("manager:", err.Error())
+			if code == 0 {
+				code = 1
+			}
+		}
 	}
-	if err != nil {
-		println("test cluster:", err.Error())
-		return 1
-	}
+	return code
+}
+
+// start runs a manager with the controllers setup registers on cluster,
+// returning once its caches are synced, with what stops it.
+func start(cluster *testcluster.Cluster, setup func(ctrl.Manager) error) (func() error, error) {
 	// The controllers run as the reconciler's service account, with exactly
 	// the RBAC config/rbac grants it, so a missing permission fails a test.
 	cfg := rest.CopyConfig(cluster.Config)
@@ -61,30 +73,23 @@ func Run(m *testing.M, setup func(ctrl.Manager) error) int {
 		MetricsAddr: "0", HealthAddr: "0", GracefulShutdownTimeout: 5 * time.Second,
 	})
 	if err != nil {
-		println("manager:", err.Error())
-		return 1
+		return nil, fmt.Errorf("manager: %w", err)
 	}
 	if err := setup(mgr); err != nil {
-		println("setup:", err.Error())
-		return 1
+		return nil, fmt.Errorf("setup: %w", err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
+	stop := func() error {
+		cancel()
+		return <-done
+	}
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		println("manager caches did not sync")
-		stop()
-		return 1
+		_ = stop()
+		return nil, errors.New("manager caches did not sync")
 	}
-	code := m.Run()
-	stop()
-	if err := <-done; err != nil {
-		println("manager:", err.Error())
-		if code == 0 {
-			code = 1
-		}
-	}
-	return code
+	return stop, nil
 }
 
 var (
