@@ -12,14 +12,24 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
 // sectionIDs are the parts of the page that change with the cluster, each
 // a template of the same name and an element with that id; the events
-// stream sends one again when its HTML changed.
-var sectionIDs = []string{"install", "templates", "warmpools", "gitsyncs", "sandboxes", "choices"}
+// stream sends one again when its HTML changed. The sandboxes' rows are
+// sent one by one (rowsEvent), their frame (filter, counts, pager) as the
+// section sandbox-frame.
+var sectionIDs = []string{"install", "templates", "warmpools", "gitsyncs", "choices"}
+
+// parts says which parts of the page a render reads and builds: the
+// sandboxes (the view's page of them), and the rest.
+type parts struct{ sandboxes, rest bool }
+
+// allParts is the whole page.
+var allParts = parts{sandboxes: true, rest: true}
 
 // snapshot is what the page shows at one moment, read from the watch cache.
 type snapshot struct {
@@ -32,7 +42,7 @@ type snapshot struct {
 	Templates []templateRow
 	WarmPools []warmPoolRow
 	GitSyncs  []gitSyncRow
-	Sandboxes []sandboxRow
+	Sandboxes sandboxPage
 	// Access of each table's kind: why a table is empty when it may not
 	// be read.
 	TemplatesAccess, WarmPoolsAccess, GitSyncsAccess, SandboxesAccess access
@@ -40,13 +50,41 @@ type snapshot struct {
 	ReadyTemplates, Pools []string
 }
 
-// snapshot reads everything the page shows from the cache.
-func (s *Server) snapshot(ctx context.Context, mine bool) (*snapshot, error) {
+// snapshot reads what the page shows of what is from the cache: the
+// view's page of sandboxes, and the rest.
+func (s *Server) snapshot(ctx context.Context, view sandboxView, what parts) (*snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	user := s.sdk.User(ctx)
+	view.Mine = view.Mine && user != ""
 	snap := &snapshot{Context: s.opts.Context, Server: s.opts.Server, User: user, CSRF: s.csrf,
-		Mine: mine && user != "", Terminal: s.terminal}
+		Mine: view.Mine, Terminal: s.terminal}
+
+	// Read without copies: the rows copy what they show, and nothing
+	// here changes the cache's objects.
+	warmPools := &v1.WarmPoolList{}
+	var err error
+	if snap.WarmPoolsAccess, err = s.hub.list(ctx, kindWarmPools, warmPools, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	if what.sandboxes {
+		templateOf := map[string]string{}
+		for _, p := range warmPools.Items {
+			templateOf[p.Name] = p.Spec.TemplateRef.Name
+		}
+		sandboxes := &v1.SandboxList{}
+		if snap.SandboxesAccess, err = s.hub.list(ctx, kindSandboxes, sandboxes, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, err
+		}
+		snap.Sandboxes = view.page(sandboxes.Items, user, templateOf)
+	}
+	if !what.rest {
+		return snap, nil
+	}
+	for i := range warmPools.Items {
+		snap.WarmPools = append(snap.WarmPools, newWarmPoolRow(&warmPools.Items[i]))
+		snap.Pools = append(snap.Pools, warmPools.Items[i].Name)
+	}
 
 	nodePools := &v1.NodePoolList{}
 	nodePoolAccess, err := s.hub.list(ctx, kindNodePools, nodePools)
@@ -73,15 +111,6 @@ func (s *Server) snapshot(ctx context.Context, mine bool) (*snapshot, error) {
 		}
 	}
 
-	warmPools := &v1.WarmPoolList{}
-	if snap.WarmPoolsAccess, err = s.hub.list(ctx, kindWarmPools, warmPools); err != nil {
-		return nil, err
-	}
-	for i := range warmPools.Items {
-		snap.WarmPools = append(snap.WarmPools, newWarmPoolRow(&warmPools.Items[i]))
-		snap.Pools = append(snap.Pools, warmPools.Items[i].Name)
-	}
-
 	gitSyncs := &v1.GitSyncList{}
 	if snap.GitSyncsAccess, err = s.hub.list(ctx, kindGitSyncs, gitSyncs); err != nil {
 		return nil, err
@@ -89,12 +118,6 @@ func (s *Server) snapshot(ctx context.Context, mine bool) (*snapshot, error) {
 	for i := range gitSyncs.Items {
 		snap.GitSyncs = append(snap.GitSyncs, newGitSyncRow(&gitSyncs.Items[i]))
 	}
-
-	sandboxes := &v1.SandboxList{}
-	if snap.SandboxesAccess, err = s.hub.list(ctx, kindSandboxes, sandboxes); err != nil {
-		return nil, err
-	}
-	snap.Sandboxes = sandboxRows(sandboxes.Items, snap.User, snap.Mine)
 	return snap, nil
 }
 
@@ -139,33 +162,49 @@ type section struct {
 	HTML string `json:"html"`
 }
 
-// sections renders every part of the page that follows the cluster.
+// sections renders the parts of the page that follow the cluster, but the
+// sandboxes.
 func (s *Server) sections(snap *snapshot) ([]section, error) {
 	out := make([]section, 0, len(sectionIDs))
 	for _, id := range sectionIDs {
-		var buf bytes.Buffer
-		if err := s.pages.ExecuteTemplate(&buf, id, snap); err != nil {
+		html, err := s.render(id, snap)
+		if err != nil {
 			return nil, err
 		}
-		out = append(out, section{ID: id, HTML: buf.String()})
+		out = append(out, section{ID: id, HTML: html})
 	}
 	return out, nil
 }
 
-// page serves the whole page; ?view=all shows everyone's sandboxes.
+// render executes one of the page's templates on data.
+func (s *Server) render(name string, data any) (string, error) {
+	var buf bytes.Buffer
+	if err := s.pages.ExecuteTemplate(&buf, name, data); err != nil {
+		return "", err
+	}
+	return buf.String(), nil
+}
+
+// page serves the whole page, showing the sandboxes its query asks for
+// (sandboxView); a query it cannot read is refused, saying why.
 func (s *Server) page(w http.ResponseWriter, r *http.Request) {
-	snap, err := s.snapshot(r.Context(), r.URL.Query().Get("view") != "all")
+	view, err := parseView(r.URL.Query())
+	if err != nil {
+		http.Error(w, "this page's query: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	snap, err := s.snapshot(r.Context(), view, allParts)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	var buf bytes.Buffer
-	if err := s.pages.ExecuteTemplate(&buf, "page", snap); err != nil {
+	html, err := s.render("page", snap)
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write([]byte(html))
 }
 
 // templateFuncs are the helpers the templates use.
@@ -190,6 +229,7 @@ var templateFuncs = template.FuncMap{
 		return ""
 	},
 	"lower": strings.ToLower,
+	"rowOf": func(row sandboxRow, terminal bool) rowData { return rowData{row, terminal} },
 	// span is a duration as people write it ("15m", "2h"), not as Go
 	// prints it ("15m0s").
 	"span": func(d metav1.Duration) string { return duration.HumanDuration(d.Duration) },

@@ -2,7 +2,6 @@ package webui
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -158,21 +157,9 @@ func newSandboxRow(s *v1.Sandbox, user string) sandboxRow {
 	return row
 }
 
-// sandboxRows are the sandboxes a view shows, newest first: with mine, the
-// caller's own.
-func sandboxRows(items []v1.Sandbox, user string, mine bool) []sandboxRow {
-	rows := make([]sandboxRow, 0, len(items))
-	for i := range items {
-		if mine && items[i].Spec.Owner != user {
-			continue
-		}
-		rows = append(rows, newSandboxRow(&items[i], user))
-	}
-	slices.SortStableFunc(rows, func(a, b sandboxRow) int {
-		if c := b.Created.Compare(a.Created.Time); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	return rows
+// rowData is what a sandbox's row is rendered from: the row, and whether
+// the page offers terminals.
+type rowData struct {
+	sandboxRow
+	Terminal bool
 }

@@ -2,8 +2,10 @@ package webui
 
 import (
 	"bytes"
+	"fmt"
 	"html/template"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -158,29 +160,86 @@ func TestNewSandboxForm(t *testing.T) {
 	}
 }
 
-func TestSandboxRowsMineNewestFirst(t *testing.T) {
+// TestSandboxView: the page's query picks whose sandboxes, filters them by
+// owner, template (directly or through a warm pool), phase and part of the
+// name, orders them, and pages them; a query it cannot read is refused,
+// naming the value and what it takes.
+func TestSandboxView(t *testing.T) {
 	at := func(min int) metav1.Time { return metav1.NewTime(time.Date(2026, 12, 2, 12, min, 0, 0, time.UTC)) }
 	sandbox := func(name, owner string, created metav1.Time) v1.Sandbox {
 		return v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: created}, Spec: v1.SandboxSpec{Owner: owner,
 			TemplateRef: &v1.LocalObjectReference{Name: "py"}}}
 	}
 	items := []v1.Sandbox{sandbox("a", "alice", at(1)), sandbox("b", "bob", at(2)), sandbox("c", "alice", at(3))}
-	names := func(rows []sandboxRow) []string {
+	items[1].Spec.TemplateRef, items[1].Spec.WarmPoolRef = nil, &v1.LocalObjectReference{Name: "warm"}
+	items[1].Status.Phase = v1.SandboxPhaseRunning
+	pools := map[string]string{"warm": "node"}
+	names := func(p sandboxPage) []string {
 		var out []string
-		for _, r := range rows {
+		for _, r := range p.Rows {
 			out = append(out, r.Name)
 		}
 		return out
 	}
-	if diff := cmp.Diff([]string{"c", "a"}, names(sandboxRows(items, "alice", true))); diff != "" {
-		t.Errorf("mine (-want +got):\n%s", diff)
+	view := func(query string) sandboxView {
+		t.Helper()
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := parseView(q)
+		if err != nil {
+			t.Fatalf("%s: %v", query, err)
+		}
+		return v
 	}
-	all := sandboxRows(items, "alice", false)
-	if diff := cmp.Diff([]string{"c", "b", "a"}, names(all)); diff != "" {
-		t.Errorf("all (-want +got):\n%s", diff)
+	for query, want := range map[string][]string{
+		"":                       {"c", "a"},
+		"view=all":               {"c", "b", "a"},
+		"view=all&sort=name":     {"a", "b", "c"},
+		"view=all&sort=oldest":   {"a", "b", "c"},
+		"view=all&owner=bob":     {"b"},
+		"view=all&template=node": {"b"},
+		"view=all&template=py":   {"c", "a"},
+		"view=all&phase=Running": {"b"},
+		"phase=Requested":        {"c", "a"},
+		"view=all&name=B":        {"b"},
+	} {
+		if diff := cmp.Diff(want, names(view(query).page(items, "alice", pools))); diff != "" {
+			t.Errorf("%q (-want +got):\n%s", query, diff)
+		}
 	}
-	if all[1].Mine || !all[0].Mine || all[0].Phase != "Requested" || all[0].From != "template py" {
-		t.Errorf("rows: %+v", all)
+	all := view("view=all").page(items, "alice", pools)
+	if all.Rows[1].Mine || !all.Rows[0].Mine || all.Rows[0].Phase != "Requested" || all.Rows[0].From != "template py" {
+		t.Errorf("rows: %+v", all.Rows)
+	}
+	if filtered := view("view=all&owner=bob").page(items, "alice", pools); filtered.Matching != 1 || filtered.Total != 3 || !filtered.Filtered() {
+		t.Errorf("a filtered page counts %d of %d (filtered %t), want 1 of 3", filtered.Matching, filtered.Total, filtered.Filtered())
+	}
+
+	var many []v1.Sandbox
+	for i := range 2*pageSize + 3 {
+		many = append(many, sandbox(fmt.Sprintf("s%03d", i), "alice", at(i%60)))
+	}
+	second := view("sort=name&page=2").page(many, "alice", nil)
+	if second.First != pageSize+1 || second.Last != 2*pageSize || second.Rows[0].Name != fmt.Sprintf("s%03d", pageSize) ||
+		second.Prev != "/?sort=name" || second.Next != "/?page=3&sort=name" {
+		t.Errorf("page 2: rows %d–%d from %s, prev %q, next %q", second.First, second.Last, second.Rows[0].Name, second.Prev, second.Next)
+	}
+	if last := view("sort=name&page=3").page(many, "alice", nil); len(last.Rows) != 3 || last.Next != "" {
+		t.Errorf("the last page has %d rows, next %q", len(last.Rows), last.Next)
+	}
+
+	for query, want := range map[string]string{
+		"sort=size":    `sort="size": want one of newest, oldest, name, owner, phase`,
+		"phase=Gone":   `phase="Gone": want one of Requested, Pending`,
+		"page=0":       `page="0": want a page number from 1`,
+		"view=friends": `view="friends": want mine or all`,
+	} {
+		q, _ := url.ParseQuery(query)
+		if _, err := parseView(q); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", query, err, want)
+		}
 	}
 }
 
@@ -254,7 +313,7 @@ func TestSandboxRowSaysWhenItStopsForIdleness(t *testing.T) {
 	stopped.Status.Idle = &v1.IdleStatus{Timeout: metav1.Duration{Duration: 15 * time.Minute}, WakeOnConnect: true}
 	stopped.Status.Conditions = []metav1.Condition{{Type: v1.ReadyCondition, Status: metav1.ConditionFalse, Reason: v1.ReasonIdleTimeout}}
 	plain := v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "plain"}, Spec: v1.SandboxSpec{Owner: "alice"}}
-	snap := &snapshot{SandboxesAccess: access{Watching: true}, Sandboxes: sandboxRows([]v1.Sandbox{running, stopped, plain}, "alice", false)}
+	snap := &snapshot{SandboxesAccess: access{Watching: true}, Sandboxes: sandboxView{}.page([]v1.Sandbox{running, stopped, plain}, "alice", nil)}
 	var buf bytes.Buffer
 	if err := pages.ExecuteTemplate(&buf, "sandboxes", snap); err != nil {
 		t.Fatal(err)
@@ -271,5 +330,45 @@ func TestSandboxRowSaysWhenItStopsForIdleness(t *testing.T) {
 		if !strings.Contains(html, want) {
 			t.Errorf("the sandboxes table lacks %q:\n%s", want, html)
 		}
+	}
+}
+
+// BenchmarkSandboxPage is the server's part of a render of the sandboxes
+// at 10,000: the view's filter, sort and page over the cache's objects,
+// and the section's HTML (the API server is not asked: the page renders
+// from its watch cache). It reports the HTML's size.
+//
+//	go test -run '^$' -bench SandboxPage ./webui/
+func BenchmarkSandboxPage(b *testing.B) {
+	pages, err := template.New("page").Funcs(templateFuncs).ParseFS(templateFiles, "templates/*.html")
+	if err != nil {
+		b.Fatal(err)
+	}
+	items := make([]v1.Sandbox, 10000)
+	for i := range items {
+		items[i] = v1.Sandbox{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("sandbox-%05d", i), CreationTimestamp: metav1.NewTime(time.Unix(int64(1_800_000_000+i), 0))},
+			Spec:       v1.SandboxSpec{Owner: fmt.Sprintf("user%d@example.com", i%100), TemplateRef: &v1.LocalObjectReference{Name: "py"}},
+		}
+		items[i].Status.Phase = v1.SandboxPhases[i%len(v1.SandboxPhases)]
+	}
+	for _, query := range []string{"view=all", "view=all&owner=user7@example.com&sort=name"} {
+		b.Run(query, func(b *testing.B) {
+			q, _ := url.ParseQuery(query)
+			view, err := parseView(q)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var size int
+			for b.Loop() {
+				snap := &snapshot{SandboxesAccess: access{Watching: true}, Sandboxes: view.page(items, "alice", nil)}
+				var buf bytes.Buffer
+				if err := pages.ExecuteTemplate(&buf, "sandboxes", snap); err != nil {
+					b.Fatal(err)
+				}
+				size = buf.Len()
+			}
+			b.ReportMetric(float64(size)/1024, "KiB")
+		})
 	}
 }

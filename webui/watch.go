@@ -126,7 +126,7 @@ type hub struct {
 
 	mu     sync.Mutex
 	access map[string]access
-	subs   map[chan struct{}]struct{}
+	subs   map[*subscription]struct{}
 	// probing is set while a re-probe runs; probeAgain asks for one more
 	// after it.
 	probing, probeAgain bool
@@ -155,7 +155,7 @@ func newHub(cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefinition) 
 		return nil, err
 	}
 	h := &hub{cache: c, direct: direct, kinds: kinds(), crdOf: map[string]string{}, access: map[string]access{},
-		subs: map[chan struct{}]struct{}{}}
+		subs: map[*subscription]struct{}{}}
 	for _, k := range h.kinds {
 		gvk, err := apiutil.GVKForObject(k.obj, kubescheme.Scheme)
 		if err != nil {
@@ -205,7 +205,7 @@ func (h *hub) probeAll(ctx context.Context) {
 			_ = h.cache.RemoveInformer(ctx, k.obj)
 		}
 	}
-	h.notify()
+	h.notify(everyKind)
 }
 
 func (h *hub) probe(ctx context.Context, k kind) access {
@@ -240,9 +240,9 @@ func (h *hub) follow(ctx context.Context, k kind) {
 		return
 	}
 	var handler toolscache.ResourceEventHandler = toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { h.notify() },
-		UpdateFunc: func(any, any) { h.notify() },
-		DeleteFunc: func(any) { h.notify() },
+		AddFunc:    func(any) { h.notify(k.name) },
+		UpdateFunc: func(any, any) { h.notify(k.name) },
+		DeleteFunc: func(any) { h.notify(k.name) },
 	}
 	if k.name == kindCRDs {
 		handler = h.crdHandler()
@@ -272,20 +272,20 @@ func (h *hub) crdHandler() toolscache.ResourceEventHandler {
 			if crd, ok := own(obj); ok && (!initialList || !h.followsKindOf(crd.Name)) {
 				h.reprobe()
 			}
-			h.notify()
+			h.notify(kindCRDs)
 		},
 		UpdateFunc: func(oldObj, obj any) {
 			before, _ := own(oldObj)
 			if crd, ok := own(obj); ok && before != nil && serving(before) != serving(crd) {
 				h.reprobe()
 			}
-			h.notify()
+			h.notify(kindCRDs)
 		},
 		DeleteFunc: func(obj any) {
 			if _, ok := own(obj); ok {
 				h.reprobe()
 			}
-			h.notify()
+			h.notify(kindCRDs)
 		},
 	}
 }
@@ -354,7 +354,7 @@ func (h *hub) accessOf(name string) access {
 
 // list fills list from the cache when the kind is followed; otherwise it
 // returns the kind's access for the page to explain.
-func (h *hub) list(ctx context.Context, name string, list client.ObjectList) (access, error) {
+func (h *hub) list(ctx context.Context, name string, list client.ObjectList, opts ...client.ListOption) (access, error) {
 	a := h.accessOf(name)
 	switch crd := h.crdState(ctx, name); {
 	case a.Watching && crd == crdDeleted:
@@ -369,7 +369,7 @@ func (h *hub) list(ctx context.Context, name string, list client.ObjectList) (ac
 	if !a.Watching {
 		return a, nil
 	}
-	return a, h.cache.List(ctx, list)
+	return a, h.cache.List(ctx, list, opts...)
 }
 
 // crdStatus is what the cached CRDs say of one of this API's kinds.
@@ -409,26 +409,51 @@ func (h *hub) crdState(ctx context.Context, name string) crdStatus {
 	return crdPending
 }
 
-// subscribe returns a channel that receives a value after changes (several
-// changes may be one value) until cancel is called.
-func (h *hub) subscribe() (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
+// everyKind is a change to tell of as a change of every kind: the kinds
+// followed changed.
+const everyKind = ""
+
+// subscription is one stream's view of the hub's changes: the kinds that
+// changed since it last took them, and a signal that some did.
+type subscription struct {
+	signal  chan struct{}
+	mu      sync.Mutex
+	changed map[string]bool
+}
+
+// take returns the kinds that changed since the last take (everyKind
+// among them for all), and forgets them.
+func (s *subscription) take() map[string]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := s.changed
+	s.changed = map[string]bool{}
+	return changed
+}
+
+// subscribe returns a subscription to every change, and what ends it.
+func (h *hub) subscribe() (*subscription, func()) {
+	sub := &subscription{signal: make(chan struct{}, 1), changed: map[string]bool{}}
 	h.mu.Lock()
-	h.subs[ch] = struct{}{}
+	h.subs[sub] = struct{}{}
 	h.mu.Unlock()
-	return ch, func() {
+	return sub, func() {
 		h.mu.Lock()
-		delete(h.subs, ch)
+		delete(h.subs, sub)
 		h.mu.Unlock()
 	}
 }
 
-func (h *hub) notify() {
+// notify tells every subscription that objects of kind changed.
+func (h *hub) notify(kind string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for ch := range h.subs {
+	for sub := range h.subs {
+		sub.mu.Lock()
+		sub.changed[kind] = true
+		sub.mu.Unlock()
 		select {
-		case ch <- struct{}{}:
+		case sub.signal <- struct{}{}:
 		default:
 		}
 	}

@@ -5,7 +5,6 @@
 "use strict";
 
 const csrf = document.querySelector('meta[name="csrf-token"]').content;
-const view = document.body.dataset.view;
 const $ = (id) => document.getElementById(id);
 
 // ---- times: "3m ago", "in 2h" -----------------------------------------
@@ -56,8 +55,37 @@ function swap(id, html) {
   followProgress();
 }
 
+// placeRows puts the sandboxes' rows in the server's order, replacing the
+// changed ones and dropping those no longer on the page.
+function placeRows(update) {
+  const body = $("sandbox-rows");
+  if (!body) return;
+  const have = new Map([...body.rows].map((row) => [row.dataset.sandbox, row]));
+  const template = document.createElement("template");
+  let previous = null;
+  for (const name of update.order) {
+    let row = have.get(name);
+    const html = update.changed[name];
+    if (html !== undefined) {
+      template.innerHTML = html.trim();
+      const fresh = template.content.firstElementChild;
+      if (row) row.replaceWith(fresh);
+      row = fresh;
+      showTimes(row);
+    }
+    have.delete(name);
+    const next = previous ? previous.nextElementSibling : body.firstElementChild;
+    if (row !== next) body.insertBefore(row, next);
+    previous = row;
+  }
+  for (const row of have.values()) row.remove();
+  body.closest("table").hidden = update.order.length === 0;
+  followProgress();
+}
+
 function follow() {
-  const source = new EventSource(`/events?view=${encodeURIComponent(view)}`);
+  // The stream shows what the page's query does (its filter and page).
+  const source = new EventSource(`/events${location.search}`);
   const live = $("live");
   source.addEventListener("open", () => { live.textContent = "live"; live.className = "live on"; });
   source.addEventListener("error", () => { live.textContent = "reconnecting…"; live.className = "live off"; });
@@ -65,6 +93,7 @@ function follow() {
     const s = JSON.parse(e.data);
     swap(s.id, s.html);
   });
+  source.addEventListener("rows", (e) => placeRows(JSON.parse(e.data)));
   source.addEventListener("failure", (e) => notify(JSON.parse(e.data)));
 }
 

@@ -1,0 +1,196 @@
+package webui_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+)
+
+// scaleSandboxes is how many sandboxes TestPageAtScale puts on the
+// cluster; the page shows them 50 at a time.
+const scaleSandboxes = 2000
+
+// TestPageAtScale: with 2,000 sandboxes on the cluster, the page is one
+// page of them, small; the filter finds a few by owner, and a change to one
+// of them reaches an open page as that row alone, without a reload.
+func TestPageAtScale(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	// Their template does not exist: each stalls after one status write,
+	// which keeps 2,000 of them cheap for the controllers.
+	missing, run := testcluster.Name("scale-missing"), testcluster.Name("scale")
+	owner := run + "@example.com"
+	var mine []string
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for i := range scaleSandboxes {
+		sbx := &v1.Sandbox{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%04d", run, i), Labels: map[string]string{"agentsandbox.dev/test-run": run}},
+			Spec:       v1.SandboxSpec{TemplateRef: &v1.LocalObjectReference{Name: missing}, Owner: fmt.Sprintf("user%d@example.com", i%50)},
+		}
+		if i%300 == 7 {
+			sbx.Spec.Owner = owner
+			mine = append(mine, sbx.Name)
+		}
+		g.Go(func() error { return c.Client.Create(gctx, sbx) })
+	}
+	t.Cleanup(func() {
+		_ = c.Client.DeleteAllOf(context.Background(), &v1.Sandbox{}, client.MatchingLabels{"agentsandbox.dev/test-run": run})
+	})
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	url := serve(t, c.Config)
+
+	start := time.Now()
+	page := get(t, url+"/?view=all")
+	t.Logf("the first page of %d sandboxes: %d KiB in %s", scaleSandboxes, len(page)/1024, time.Since(start).Round(time.Millisecond))
+	if len(page) > 100*1024 {
+		t.Errorf("the page is %d KiB with %d sandboxes, want at most 100", len(page)/1024, scaleSandboxes)
+	}
+	if rows := strings.Count(page, "<tr id=\"sandbox-"); rows != 50 {
+		t.Errorf("the first page shows %d sandboxes, want 50", rows)
+	}
+	if m := regexp.MustCompile(`1–50 of (\d+)`).FindStringSubmatch(page); m == nil {
+		t.Errorf("the page does not count its rows as 1–50 of N")
+	} else if n, _ := strconv.Atoi(m[1]); n < scaleSandboxes {
+		t.Errorf("the page counts 1–50 of %d, want at least %d", n, scaleSandboxes)
+	}
+
+	filtered := get(t, url+"/?view=all&sort=name&owner="+owner)
+	shown := regexp.MustCompile(`data-sandbox="([^"]+)"`).FindAllStringSubmatch(filtered, -1)
+	var names []string
+	for _, m := range shown {
+		names = append(names, m[1])
+	}
+	if !slices.Equal(names, mine) || !strings.Contains(filtered, fmt.Sprintf("1–%d of %d matching", len(mine), len(mine))) {
+		t.Errorf("filtered by owner %s the page shows %v, want %v", owner, names, mine)
+	}
+
+	// The stream of the filtered view: after the first rows, a change to
+	// one sandbox sends that row alone.
+	events := stream(t, url+"/events?view=all&sort=name&owner="+owner)
+	first := events.next(t, "rows")
+	if len(first.Changed) != len(mine) {
+		t.Fatalf("the stream's first rows: %d, want %d", len(first.Changed), len(mine))
+	}
+	c.Kubectl(t, "patch", "sandbox", mine[1], "--type=merge", "-p", `{"spec":{"state":"Stopped"}}`)
+	update := events.next(t, "rows")
+	if len(update.Changed) != 1 || update.Changed[mine[1]] == "" || !strings.Contains(update.Changed[mine[1]], "<td>Stopped</td>") {
+		t.Errorf("after one sandbox stopped the stream sent %v, want that row alone, Stopped", update.Changed)
+	}
+	t.Logf("a change to one of %d sandboxes sent %d bytes", scaleSandboxes, update.size)
+
+	b := newBrowser(t, nil)
+	b.do(chromedp.Navigate(url + "/?view=all&sort=name&owner=" + owner))
+	eval[bool](b, `window.notReloaded = true`)
+	b.wait("the live indicator", `document.getElementById("live").textContent === "live"`, 10*time.Second)
+	if n := eval[int](b, `document.querySelectorAll("#sandbox-rows tr").length`); n != len(mine) {
+		t.Errorf("the filtered page shows %d rows, want %d", n, len(mine))
+	}
+	c.Kubectl(t, "patch", "sandbox", mine[2], "--type=merge", "-p", `{"spec":{"state":"Stopped"}}`)
+	took := b.wait("the stop of one of 2,000 sandboxes", fmt.Sprintf(`document.querySelector(%q).cells[3].innerText === "Stopped"`, row("sandbox", mine[2])), 10*time.Second)
+	t.Logf("a change reached the open page of %d sandboxes in %s", scaleSandboxes, took.Round(time.Millisecond))
+	if err := c.Client.Delete(ctx, &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: mine[3]}}); err != nil {
+		t.Fatal(err)
+	}
+	b.wait("a deleted sandbox's row gone", fmt.Sprintf(`document.querySelector(%q) === null && document.querySelectorAll("#sandbox-rows tr").length === %d`, row("sandbox", mine[3]), len(mine)-1), 30*time.Second)
+	if !eval[bool](b, `window.notReloaded === true`) {
+		t.Error("the page reloaded to show the changes")
+	}
+}
+
+// get fetches url's body, which must be 200 OK.
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s %v\n%s", url, resp.Status, err, body)
+	}
+	return string(body)
+}
+
+// eventStream reads a page's Server-Sent Events.
+type eventStream struct {
+	lines *bufio.Scanner
+}
+
+// rowsUpdate is a rows event and its size on the wire.
+type rowsUpdate struct {
+	Order   []string          `json:"order"`
+	Changed map[string]string `json:"changed"`
+	size    int
+}
+
+func stream(t *testing.T, url string) *eventStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); resp.Body.Close() })
+	lines := bufio.NewScanner(resp.Body)
+	lines.Buffer(nil, 4<<20)
+	return &eventStream{lines: lines}
+}
+
+// next returns the next event of that name, skipping others, within 30 s.
+func (s *eventStream) next(t *testing.T, name string) rowsUpdate {
+	t.Helper()
+	got := make(chan rowsUpdate, 1)
+	go func() {
+		event := ""
+		for s.lines.Scan() {
+			line := s.lines.Text()
+			if e, ok := strings.CutPrefix(line, "event: "); ok {
+				event = e
+			}
+			if data, ok := strings.CutPrefix(line, "data: "); ok && event == name {
+				u := rowsUpdate{size: len(line)}
+				if json.Unmarshal([]byte(data), &u) == nil {
+					got <- u
+				}
+				close(got)
+				return
+			}
+		}
+		close(got)
+	}()
+	select {
+	case u, ok := <-got:
+		if !ok {
+			t.Fatalf("the stream ended, or sent a %s event that does not decode", name)
+		}
+		return u
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no %s event in 30 s", name)
+	}
+	return rowsUpdate{}
+}
