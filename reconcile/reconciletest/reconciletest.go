@@ -37,14 +37,14 @@ const ServiceAccount = "system:serviceaccount:agentsandbox-system:agentsandbox-r
 func Run(m *testing.M, setup func(ctrl.Manager) error) int {
 	// Errors only: a controller that cannot start its watches says why.
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel), zap.StacktraceLevel(zapcore.PanicLevel)))
-	var stop func() error
 	testcluster.OnFirstUse(func(cluster *testcluster.Cluster) (err error) {
-		stop, err = start(cluster, setup)
+		running = &manager{cluster: cluster, setup: setup}
+		running.stop, err = start(cluster, setup)
 		return err
 	})
 	code := m.Run()
-	if stop != nil {
-		if err := stop(); err != nil {
+	if running != nil && running.stop != nil {
+		if err := running.stop(); err != nil {
 			println("manager:", err.Error())
 			if code == 0 {
 				code = 1
@@ -52,6 +52,35 @@ func Run(m *testing.M, setup func(ctrl.Manager) error) int {
 		}
 	}
 	return code
+}
+
+// manager is the package's running manager, and how it was made.
+type manager struct {
+	cluster *testcluster.Cluster
+	setup   func(ctrl.Manager) error
+	stop    func() error
+}
+
+// running is the manager Run started, nil before the first test asks for
+// the cluster.
+var running *manager
+
+// Restart stops the package's controllers and starts them again, as a
+// rollout of the reconciler does, and returns how long the new manager
+// took from its start to its caches synced. The request counters go on
+// counting, so ReadCount and WriteCount before and after say what the
+// restart cost the API server.
+func Restart() (time.Duration, error) {
+	if running == nil {
+		return 0, errors.New("no controllers running: ask for the cluster (testcluster.Get) first")
+	}
+	if err := running.stop(); err != nil {
+		return 0, err
+	}
+	begin := time.Now()
+	stop, err := start(running.cluster, running.setup)
+	running.stop = stop
+	return time.Since(begin), err
 }
 
 // start runs a manager with the controllers setup registers on cluster,
