@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
 )
 
@@ -222,7 +222,7 @@ func populate(b *testing.B, c client.Client, run string, size scaleSize) ([]*v1.
 	if err := g.Wait(); err != nil {
 		b.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Duration(size.sandboxes)*50*time.Millisecond + 5*time.Minute)
+	deadline := time.Now().Add(time.Duration(size.sandboxes)*150*time.Millisecond + 5*time.Minute)
 	for ; ; time.Sleep(5 * time.Second) {
 		list := &v1.SandboxList{}
 		if err := c.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {

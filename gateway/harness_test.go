@@ -27,7 +27,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testdns"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testdns"
 )
 
 // The test's world on loopback: sandboxes connect from 127.0.0.2 (alice)
@@ -450,7 +450,7 @@ func (ca *testCA) certificate(t testing.TB, ip string, names ...string) tls.Cert
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
-// dnsServer is the test's resolver (internal/testdns) on 127.0.0.1.
+// dnsServer is the test's resolver (internal/testharness/testdns) on 127.0.0.1.
 type dnsServer struct{ *testdns.Server }
 
 func startDNS(t testing.TB) dnsServer {

@@ -57,7 +57,7 @@ make --no-print-directory lint
 # of its own: every package runs the reconciler in-process, and two
 # reconcilers acting on one cluster's objects is not how it runs. A package
 # takes a free cluster of those AGENTSANDBOX_TEST_CLUSTERS names and holds it
-# until it ends (internal/testcluster); the first is the default cluster,
+# until it ends (internal/testharness/testcluster); the first is the default cluster,
 # the one the real node joins.
 clusters=(agentsandbox)
 for ((i = 2; i <= ${TEST_CLUSTERS:=2}; i++)); do clusters+=("agentsandbox-${i}"); done

@@ -16,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/acctest"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/gittest"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/acctest"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/gittest"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
 )
 
 // exampleKinds maps the objects examples/gitops declares to their

@@ -7,7 +7,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 
-	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/acctest"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/acctest"
 )
 
 // unreachable is a provider configuration whose cluster cannot be reached:

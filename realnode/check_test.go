@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/isolationcheck"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/realnode"
 )

@@ -39,7 +39,7 @@ import (
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/config"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testdns"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testdns"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/realnode"
 )
 

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/latency"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/latency"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
 )
 

@@ -3,7 +3,7 @@ package resources_test
 import (
 	"testing"
 
-	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/acctest"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/acctest"
 )
 
 func TestMain(m *testing.M) { acctest.Main(m) }

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
 )
 
 // TestMalformedObjectsAreInvalidNotForbidden posts objects no schema

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
 )
 
 // TestExecInteractiveTerminal runs `exec -it` on a pseudo-terminal, as a

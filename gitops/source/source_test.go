@@ -10,7 +10,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/gittest"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/gittest"
 )
 
 func TestResolveAndClone(t *testing.T) {

@@ -20,8 +20,8 @@ import (
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/applier"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/gittest"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/gittest"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
 )
 
 // TestSyncLifecycle follows one repository through its history: initial

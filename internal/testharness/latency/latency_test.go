@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/latency"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/latency"
 )
 
 // TestRunReportsPercentiles runs an operation whose n-th call takes n ms
