@@ -211,34 +211,10 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) outcome {
 	}
 	lt := lifetimeOf(sbx, res.template)
 	o := outcome{resolved: true, shutdownAt: lt.end, rule: idleRuleOf(sbx, res.template)}
-	now := time.Now()
-	expired, left := lt.expired(now)
-	if expired && lt.policy == v1.ShutdownPolicyDelete {
-		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, v1.ReasonExpired, "Delete", "lifetime ended at %s; deleting the sandbox", lt.end.UTC().Format(time.RFC3339))
-		o.deleted, o.err = true, client.IgnoreNotFound(r.Delete(ctx, sbx))
+	desired, expired, idle := r.applyLifecycle(ctx, sbx, lt, &o)
+	if o.deleted {
 		return o
 	}
-	desired := sbx.Spec.State
-	if expired {
-		desired = v1.SandboxStopped
-	}
-	idle := false
-	if desired == v1.SandboxRunning {
-		var woken bool
-		idle, woken = o.rule.idleStop(sbx, now)
-		r.noteIdleTransition(sbx, o.rule, idle, woken, now)
-	}
-	if idle {
-		desired = v1.SandboxStopped
-	}
-	untilDeleted, due := o.rule.deletion(sbx, desired, now)
-	if due {
-		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, v1.ReasonDeletedAfterStopped, "Delete", "stopped since %s, longer than lifecycle.deleteAfterStopped (%s); deleting the sandbox",
-			sbx.Status.StoppedAt.UTC().Format(time.RFC3339), o.rule.deleteAfterStopped)
-		o.deleted, o.err = true, client.IgnoreNotFound(r.Delete(ctx, sbx))
-		return o
-	}
-	o.left = sooner(left, untilDeleted)
 
 	namespace, justClaimed, err := r.placeSandbox(ctx, sbx, res)
 	if err != nil {
@@ -308,21 +284,6 @@ func (o outcome) next(sbx *v1.Sandbox) (ctrl.Result, error) {
 		return ctrl.Result{RequeueAfter: o.waiting.retry}, nil
 	}
 	return ctrl.Result{RequeueAfter: sooner(sooner(o.left, nextLook(*o.observed)), untilIdleStop(sbx, o.observed.now))}, nil
-}
-
-// noteIdleTransition tells of a sandbox that stops for idleness now (an
-// event, the idle-stop counter) and remembers when one was woken, for the
-// wake latency observed when it is Ready again.
-func (r *Reconciler) noteIdleTransition(sbx *v1.Sandbox, rule idleRule, idle, woken bool, now time.Time) {
-	switch {
-	case idle && !sbx.IdleStopped():
-		idleStops.Inc()
-		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, v1.ReasonIdleTimeout, "Stop", "no use through a client since %s (idle timeout %s); stopping the sandbox, its workspace kept",
-			lastActivity(sbx, now).UTC().Format(time.RFC3339), rule.timeout)
-	case woken:
-		r.memory.woken(sbx.UID, reportedActivity(sbx, now).Time)
-		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, v1.ReasonWoken, "Start", "used again after stopping for idleness (last changed by %s); starting the sandbox", sbx.Annotations[v1.AnnotationChangedBy])
-	}
 }
 
 // sooner is the shorter of two waits, where zero is no wait at all.

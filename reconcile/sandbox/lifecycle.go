@@ -1,9 +1,12 @@
 package sandbox
 
 import (
+	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
@@ -176,4 +179,55 @@ func (rule idleRule) deletion(sbx *v1.Sandbox, desired v1.SandboxState, now time
 	}
 	left := sbx.Status.StoppedAt.Add(rule.deleteAfterStopped).Sub(now)
 	return left, left <= 0
+}
+
+// applyLifecycle applies the lifetime and the idle rule: it returns the
+// state the sandbox is to be in now, whether its lifetime ended and
+// whether it stops for idleness, and sets when it next needs a look. A
+// sandbox whose lifetime (with shutdownPolicy Delete) or time stopped
+// (lifecycle.deleteAfterStopped) is over is deleted, and o says so.
+func (r *Reconciler) applyLifecycle(ctx context.Context, sbx *v1.Sandbox, lt lifetime, o *outcome) (desired v1.SandboxState, expired, idle bool) {
+	now := time.Now()
+	expired, left := lt.expired(now)
+	if expired && lt.policy == v1.ShutdownPolicyDelete {
+		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, v1.ReasonExpired, "Delete", "lifetime ended at %s; deleting the sandbox", lt.end.UTC().Format(time.RFC3339))
+		o.deleted, o.err = true, client.IgnoreNotFound(r.Delete(ctx, sbx))
+		return "", expired, false
+	}
+	desired = sbx.Spec.State
+	if expired {
+		desired = v1.SandboxStopped
+	}
+	if desired == v1.SandboxRunning {
+		var woken bool
+		idle, woken = o.rule.idleStop(sbx, now)
+		r.noteIdleTransition(sbx, o.rule, idle, woken, now)
+	}
+	if idle {
+		desired = v1.SandboxStopped
+	}
+	untilDeleted, due := o.rule.deletion(sbx, desired, now)
+	if due {
+		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, v1.ReasonDeletedAfterStopped, "Delete", "stopped since %s, longer than lifecycle.deleteAfterStopped (%s); deleting the sandbox",
+			sbx.Status.StoppedAt.UTC().Format(time.RFC3339), o.rule.deleteAfterStopped)
+		o.deleted, o.err = true, client.IgnoreNotFound(r.Delete(ctx, sbx))
+		return desired, expired, idle
+	}
+	o.left = sooner(left, untilDeleted)
+	return desired, expired, idle
+}
+
+// noteIdleTransition tells of a sandbox that stops for idleness now (an
+// event, the idle-stop counter) and remembers when one was woken, for the
+// wake latency observed when it is Ready again.
+func (r *Reconciler) noteIdleTransition(sbx *v1.Sandbox, rule idleRule, idle, woken bool, now time.Time) {
+	switch {
+	case idle && !sbx.IdleStopped():
+		idleStops.Inc()
+		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, v1.ReasonIdleTimeout, "Stop", "no use through a client since %s (idle timeout %s); stopping the sandbox, its workspace kept",
+			lastActivity(sbx, now).UTC().Format(time.RFC3339), rule.timeout)
+	case woken:
+		r.memory.woken(sbx.UID, reportedActivity(sbx, now).Time)
+		r.recorder.Eventf(sbx, nil, corev1.EventTypeNormal, v1.ReasonWoken, "Start", "used again after stopping for idleness (last changed by %s); starting the sandbox", sbx.Annotations[v1.AnnotationChangedBy])
+	}
 }
