@@ -52,7 +52,17 @@ func TestPageAtScale(t *testing.T) {
 		g.Go(func() error { return c.Client.Create(gctx, sbx) })
 	}
 	t.Cleanup(func() {
-		_ = c.Client.DeleteAllOf(context.Background(), &v1.Sandbox{}, client.MatchingLabels{"agentsandbox.dev/test-run": run})
+		// Gone before the package's controllers stop, which finalize
+		// them: left to the next package on this cluster, 2,000
+		// finalizers would be its controllers' first work.
+		labelled := client.MatchingLabels{"agentsandbox.dev/test-run": run}
+		_ = c.Client.DeleteAllOf(context.Background(), &v1.Sandbox{}, labelled)
+		testcluster.Eventually(t, "the 2,000 sandboxes gone", func() (bool, string) {
+			left := &metav1.PartialObjectMetadataList{}
+			left.SetGroupVersionKind(v1.GroupVersion.WithKind("SandboxList"))
+			err := c.Client.List(context.Background(), left, labelled)
+			return err == nil && len(left.Items) == 0, fmt.Sprintf("%d left, %v", len(left.Items), err)
+		})
 	})
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
