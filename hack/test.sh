@@ -40,9 +40,10 @@ need_packages() {
 		return
 	done
 }
-# TestSSH (cmd/agentsandbox) runs Debian's OpenSSH client; the Sandboxes
-# page's tests (webui) drive Debian's headless Chromium.
-need_packages "the SSH tests" openssh-client ssh scp sftp
+# The SSH tests run Debian's OpenSSH client (ssh in cmd/agentsandbox, scp
+# in sshproxy); the Sandboxes page's tests (webui) drive Debian's headless
+# Chromium.
+need_packages "the SSH tests" openssh-client ssh scp
 need_packages "the Sandboxes page tests" chromium chromium
 need_packages "make lint's shell checks" shellcheck shellcheck
 # The page embeds its terminal emulator, installed from npm.

@@ -10,26 +10,10 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
 )
-
-// idleTemplate is an exec template (newTemplate) whose sandboxes stop
-// after idle without use.
-func idleTemplate(t *testing.T, idle time.Duration) *v1.SandboxTemplate {
-	t.Helper()
-	tpl, _ := newTemplate(t)
-	patch := client.MergeFrom(tpl.DeepCopy())
-	tpl.Spec.Lifecycle = &v1.Lifecycle{IdleTimeout: &metav1.Duration{Duration: idle}}
-	if err := testcluster.Get(t).Client.Patch(context.Background(), tpl, patch); err != nil {
-		t.Fatal(err)
-	}
-	return tpl
-}
 
 // TestIdleStopAndWake: a command keeps a sandbox with an idle timeout
 // running for as long as it runs, though that is longer than the timeout;
@@ -39,7 +23,8 @@ func TestIdleStopAndWake(t *testing.T) {
 	t.Parallel()
 	alice := newUsers(t, "alice")[0]
 	ctx := context.Background()
-	sbx := claim(t, alice, sandboxclient.ClaimOptions{Template: idleTemplate(t, 3*time.Second).Name})
+	tpl, _ := testcluster.Get(t).IdleTemplate(t, 3*time.Second)
+	sbx := claim(t, alice, sandboxclient.ClaimOptions{Template: tpl.Name})
 	current := func() *v1.Sandbox {
 		t.Helper()
 		got, err := alice.client.Get(ctx, sbx.Name)
@@ -100,7 +85,8 @@ func TestEachUseIsRecorded(t *testing.T) {
 	t.Parallel()
 	alice := newUsers(t, "alice")[0]
 	ctx := context.Background()
-	sbx := claim(t, alice, sandboxclient.ClaimOptions{Template: idleTemplate(t, 4*time.Second).Name})
+	tpl, _ := testcluster.Get(t).IdleTemplate(t, 4*time.Second)
+	sbx := claim(t, alice, sandboxclient.ClaimOptions{Template: tpl.Name})
 	recorded := func() time.Time {
 		t.Helper()
 		got, err := alice.client.Get(ctx, sbx.Name)

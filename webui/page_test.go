@@ -18,7 +18,6 @@ import (
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
 )
 
 // create makes obj as the admin and deletes it when the test ends.
@@ -29,22 +28,6 @@ func create(t *testing.T, obj client.Object) {
 		t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), obj) })
-}
-
-// claimAs claims a Ready sandbox from the template as dev, deleted when the
-// test ends, and returns dev's SDK client with it.
-func claimAs(t *testing.T, dev testcluster.Developer, template string) (*sandboxclient.Client, *v1.Sandbox) {
-	t.Helper()
-	sdk, err := sandboxclient.New(dev.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sbx, err := sdk.Claim(context.Background(), sandboxclient.ClaimOptions{Template: template, Wait: time.Minute})
-	if err != nil {
-		t.Fatalf("claim as %s: %v", dev.Name, err)
-	}
-	t.Cleanup(func() { _ = sdk.Delete(context.Background(), sbx.Name) })
-	return sdk, sbx
 }
 
 // TestPageShowsTheClusterAndFollowsIt: what was created through the API is
@@ -63,7 +46,7 @@ func TestPageShowsTheClusterAndFollowsIt(t *testing.T) {
 		Spec: v1.GitSyncSpec{URL: "http://127.0.0.1:9/nothing-listens-here.git", Interval: metav1.Duration{Duration: time.Hour}}}
 	create(t, sync)
 	alice := c.Developers(t, "alice")[0]
-	_, sbx := claimAs(t, alice, tpl.Name)
+	_, sbx := alice.Claim(t, tpl.Name)
 
 	url := serve(t, c.Config) // the admin sees everything, the installation too
 	b := newBrowser(t, nil)
@@ -174,7 +157,7 @@ func TestSomeoneElsesSandboxIsRefused(t *testing.T) {
 	tpl, _ := c.ExecTemplate(t)
 	devs := c.Developers(t, "alice", "bob")
 	alice, bob := devs[0], devs[1]
-	_, sbx := claimAs(t, alice, tpl.Name)
+	_, sbx := alice.Claim(t, tpl.Name)
 
 	url := serve(t, bob.Config)
 	// The browser logs each refused request (403) as a failed resource;

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -77,7 +76,7 @@ func serveHTTP(cmd *cobra.Command, server *mcp.Server, addr string) error {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", sameOrigin(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)))
+	mux.Handle("/mcp", mcpserver.HTTPHandler(server))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(cmd.ErrOrStderr(), "serving MCP at http://%s/mcp\n", l.Addr())
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -90,21 +89,4 @@ func serveHTTP(cmd *cobra.Command, server *mcp.Server, addr string) error {
 		return err
 	}
 	return nil
-}
-
-// sameOrigin refuses, whatever the method, a request that carries an
-// Origin other than this server's own: a web page the user has open would
-// otherwise drive the user's sandboxes through the browser (the MCP
-// specification has servers validate Origin). Agents send no Origin; the
-// go-sdk's handler checks the Host header against DNS rebinding.
-func sameOrigin(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if origin := r.Header.Get("Origin"); origin != "" {
-			if u, err := url.Parse(origin); err != nil || u.Host != r.Host || (u.Scheme != "http" && u.Scheme != "https") {
-				http.Error(w, fmt.Sprintf("Forbidden: Origin %q is not this server's (http://%s): the MCP endpoint serves local agents, not web pages", origin, r.Host), http.StatusForbidden)
-				return
-			}
-		}
-		next.ServeHTTP(w, r)
-	})
 }

@@ -20,11 +20,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
 )
 
 // These tests run the built binary as a developer would, against the test
@@ -40,14 +38,19 @@ type cliResult struct {
 // cli runs the agentsandbox binary as the developer, with stdin.
 func cli(t *testing.T, dev testcluster.Developer, stdin string, args ...string) cliResult {
 	t.Helper()
-	cmd := command(t, dev, args...)
+	return run(t, command(t, dev, args...), stdin)
+}
+
+// run runs cmd to its end with stdin.
+func run(t *testing.T, cmd *exec.Cmd, stdin string) cliResult {
+	t.Helper()
 	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	var exit *exec.ExitError
 	if err != nil && !errors.As(err, &exit) {
-		t.Fatalf("agentsandbox %s: %v", strings.Join(args, " "), err)
+		t.Fatalf("%s: %v", strings.Join(cmd.Args, " "), err)
 	}
 	return cliResult{stdout: stdout.String(), stderr: stderr.String(), code: cmd.ProcessState.ExitCode()}
 }
@@ -73,14 +76,17 @@ func setup(t *testing.T, developers ...string) ([]testcluster.Developer, *v1.San
 	return cluster.Developers(t, developers...), tpl, workspace
 }
 
-// sandboxGone waits for the named sandbox to be gone.
-func sandboxGone(t *testing.T, name string) {
+// claim claims a sandbox from the template with `claim --wait` as the
+// developer, deleted when the test ends.
+func claim(t *testing.T, dev testcluster.Developer, template string) v1.Sandbox {
 	t.Helper()
-	c := testcluster.Get(t).Client
-	testcluster.Eventually(t, "sandbox "+name+" deleted", func() (bool, string) {
-		err := c.Get(context.Background(), client.ObjectKey{Name: name}, &v1.Sandbox{})
-		return sandboxclient.IsNotFound(err), fmt.Sprint(err)
-	})
+	res := cli(t, dev, "", "claim", "--template", template, "--wait", "-o", "json")
+	var sbx v1.Sandbox
+	if err := json.Unmarshal([]byte(res.stdout), &sbx); err != nil {
+		t.Fatalf("claim: %+v", res)
+	}
+	t.Cleanup(func() { cli(t, dev, "", "delete", sbx.Name) })
+	return sbx
 }
 
 var readyLine = regexp.MustCompile(`sandbox (\S+) ready: (.*)`)
@@ -100,7 +106,7 @@ func TestRunDeletesTheSandbox(t *testing.T) {
 	if m == nil || !strings.Contains(m[2], "cold-started from template "+tpl.Name) || !strings.Contains(res.stderr, "sandbox "+m[1]+" deleted") {
 		t.Fatalf("run did not report its sandbox's launch and deletion: %q", res.stderr)
 	}
-	sandboxGone(t, m[1])
+	testcluster.Get(t).SandboxGone(t, m[1])
 
 	// From a pool with no member: run says the sandbox was cold-started.
 	admin := testcluster.Get(t).Client
@@ -162,7 +168,7 @@ func TestRunDeletesTheSandbox(t *testing.T) {
 	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(string(rest), "sandbox "+name+" deleted") {
 		t.Errorf("interrupted run: code %d, stderr %q", code, rest)
 	}
-	sandboxGone(t, name)
+	testcluster.Get(t).SandboxGone(t, name)
 }
 
 // TestSandboxCommands walks a sandbox through the everyday commands.
@@ -295,7 +301,7 @@ func TestSandboxCommands(t *testing.T) {
 	if res := cli(t, alice, "", "delete", name); res.code != 0 {
 		t.Fatalf("delete: %+v", res)
 	}
-	sandboxGone(t, name)
+	testcluster.Get(t).SandboxGone(t, name)
 	if res := cli(t, alice, "", "get", name); res.code != 1 || res.stderr != "Error: sandbox "+name+" not found\n" {
 		t.Errorf("get after delete: %+v", res)
 	}
@@ -306,12 +312,7 @@ func TestSandboxCommands(t *testing.T) {
 func TestPortForwardCommand(t *testing.T) {
 	devs, tpl, _ := setup(t, "alice")
 	alice := devs[0]
-	res := cli(t, alice, "", "claim", "--template", tpl.Name, "--wait", "-o", "json")
-	var sbx v1.Sandbox
-	if err := json.Unmarshal([]byte(res.stdout), &sbx); err != nil {
-		t.Fatalf("claim: %+v", res)
-	}
-	t.Cleanup(func() { cli(t, alice, "", "delete", sbx.Name) })
+	sbx := claim(t, alice, tpl.Name)
 
 	cmd := command(t, alice, "port-forward", sbx.Name, ":7")
 	stdout, err := cmd.StdoutPipe()

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,8 +36,7 @@ const ServiceAccount = "system:serviceaccount:agentsandbox-system:agentsandbox-r
 // every object of the cluster, which testcluster lets this package hold
 // alone: two reconcilers at once is not how it runs in a cluster.
 func Run(m *testing.M, setup func(ctrl.Manager) error) int {
-	// Errors only: a controller that cannot start its watches says why.
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel), zap.StacktraceLevel(zapcore.PanicLevel)))
+	quietLogs()
 	testcluster.OnFirstUse(func(cluster *testcluster.Cluster) (err error) {
 		running = &manager{cluster: cluster, setup: setup}
 		running.stop, err = start(cluster, setup)
@@ -121,6 +121,12 @@ func start(cluster *testcluster.Cluster, setup func(ctrl.Manager) error) (func()
 	return stop, nil
 }
 
+// quietLogs sets the controllers' logger: errors only, so a controller
+// that cannot start its watches says why.
+func quietLogs() {
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel), zap.StacktraceLevel(zapcore.PanicLevel)))
+}
+
 var (
 	writesMu sync.Mutex
 	writes   []Write
@@ -180,6 +186,31 @@ func Writes(since int, match func(Write) bool) []Write {
 func Main(m *testing.M, setup func(ctrl.Manager) error) {
 	os.Exit(Run(m, setup))
 }
+
+// MainLeakChecked is Main for a package that also fails when its tests
+// leave a goroutine running (go.uber.org/goleak), checked once they ended
+// and the controllers stopped: a connection, a copy or a watcher that
+// outlives its test outlives its user in production too. What client-go
+// keeps is not the tests': the cluster's transport with its certificate
+// reloader, which lives as long as the process (connecting before the
+// check takes note of what runs leaves it out), the HTTP/2 connections it
+// keeps open for the next request, and an exec's heartbeat, which ends at its
+// next ping (every 5 s) once the exec's connection closed.
+func MainLeakChecked(m *testing.M, setup func(ctrl.Manager) error) {
+	quietLogs()
+	_, _ = testcluster.Connect() // before the check notes what runs; a test reports an error
+	goleak.VerifyTestMain(withControllers{m: m, setup: setup}, goleak.IgnoreCurrent(),
+		goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"),
+		goleak.IgnoreTopFunction("k8s.io/client-go/tools/remotecommand.(*heartbeat).start"))
+}
+
+// withControllers runs a package's tests with Run, for goleak.
+type withControllers struct {
+	m     *testing.M
+	setup func(ctrl.Manager) error
+}
+
+func (w withControllers) Run() int { return Run(w.m, w.setup) }
 
 // ReportPeakRSS reports the peak resident set size (VmHWM) of the process as
 // the benchmark metric peak-RSS-MiB: the process runs the reconciler

@@ -4,13 +4,16 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/sandboxclient"
 )
 
 // Developer is a user with the agentsandbox-user role, as the tests act
@@ -48,6 +51,23 @@ func (c *Cluster) Developers(t testing.TB, prefixes ...string) []Developer {
 	return devs
 }
 
+// Claim claims a Ready sandbox from the template as the developer, through
+// the SDK, deleted when the test ends, and returns the developer's SDK
+// client with it.
+func (d Developer) Claim(t testing.TB, template string) (*sandboxclient.Client, *v1.Sandbox) {
+	t.Helper()
+	sdk, err := sandboxclient.New(d.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbx, err := sdk.Claim(context.Background(), sandboxclient.ClaimOptions{Template: template, Wait: time.Minute})
+	if err != nil {
+		t.Fatalf("claim as %s: %v", d.Name, err)
+	}
+	t.Cleanup(func() { _ = sdk.Delete(context.Background(), sbx.Name) })
+	return sdk, sbx
+}
+
 // impersonatingKubeconfig writes a copy of the admin kubeconfig whose
 // current user impersonates user.
 func (c *Cluster) impersonatingKubeconfig(t testing.TB, user string) string {
@@ -76,6 +96,17 @@ func (c *Cluster) impersonatingKubeconfig(t testing.TB, user string) string {
 // there the "container" finds its workspace.
 func (c *Cluster) ExecTemplate(t testing.TB) (*v1.SandboxTemplate, string) {
 	t.Helper()
+	return c.execTemplate(t, nil)
+}
+
+// IdleTemplate is an ExecTemplate whose sandboxes stop after idle unused.
+func (c *Cluster) IdleTemplate(t testing.TB, idle time.Duration) (*v1.SandboxTemplate, string) {
+	t.Helper()
+	return c.execTemplate(t, &v1.Lifecycle{IdleTimeout: &metav1.Duration{Duration: idle}})
+}
+
+func (c *Cluster) execTemplate(t testing.TB, lifecycle *v1.Lifecycle) (*v1.SandboxTemplate, string) {
+	t.Helper()
 	workspace := t.TempDir()
 	tpl := &v1.SandboxTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: Name("exec")},
@@ -83,6 +114,7 @@ func (c *Cluster) ExecTemplate(t testing.TB) (*v1.SandboxTemplate, string) {
 			Image:     "ghcr.io/acme/python-sandbox:3.12",
 			Command:   []string{"sleep", "infinity"},
 			Workspace: v1.Workspace{MountPath: workspace},
+			Lifecycle: lifecycle,
 		},
 	}
 	if err := c.Client.Create(context.Background(), tpl); err != nil {
@@ -90,4 +122,17 @@ func (c *Cluster) ExecTemplate(t testing.TB) (*v1.SandboxTemplate, string) {
 	}
 	t.Cleanup(func() { _ = c.Client.Delete(context.Background(), tpl) })
 	return tpl, workspace
+}
+
+// WaitIdleStopped waits until the sandbox called name has stopped for
+// idleness.
+func (c *Cluster) WaitIdleStopped(t testing.TB, name string) {
+	t.Helper()
+	Eventually(t, "sandbox "+name+" stopped for idleness", func() (bool, string) {
+		got := &v1.Sandbox{}
+		if err := c.Client.Get(context.Background(), client.ObjectKey{Name: name}, got); err != nil {
+			return false, err.Error()
+		}
+		return got.IdleStopped() && got.Status.Phase == v1.SandboxPhaseStopped, "phase " + string(got.Status.Phase)
+	})
 }

@@ -33,6 +33,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -435,6 +436,16 @@ func Eventually(t testing.TB, what string, cond func() (bool, string)) {
 	if err != nil {
 		t.Fatalf("timed out waiting for %s; last seen: %s", what, last)
 	}
+}
+
+// SandboxGone waits until the sandbox called name is gone from the
+// cluster: deleted, and its finalizer done.
+func (c *Cluster) SandboxGone(t testing.TB, name string) {
+	t.Helper()
+	Eventually(t, "sandbox "+name+" deleted", func() (bool, string) {
+		err := c.Client.Get(context.Background(), client.ObjectKey{Name: name}, &v1.Sandbox{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
 }
 
 // WaitNoTerminatingNamespaces waits until the namespace controller has

@@ -1,40 +1,35 @@
-package main
+package mcpserver_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/mcpserver"
 )
 
 // initializeLine is an MCP initialize request with id 1.
 const initializeLine = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}`
 
-// TestMCPStdioSurvivesMalformedLines writes, as raw lines on the real
-// binary's stdin, what an agent may send by mistake (not JSON, not
-// JSON-RPC, JSON-RPC 1.0, an object id, a batch) before and after an
-// initialize: each gets its JSON-RPC error, and the session still answers.
-func TestMCPStdioSurvivesMalformedLines(t *testing.T) {
-	dev := testcluster.Get(t).Developers(t, "raw")[0]
-	cmd := command(t, dev, "mcp")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
+// TestStdioSurvivesMalformedLines writes, as raw lines on the server's
+// stdin, what an agent may send by mistake (not JSON, not JSON-RPC,
+// JSON-RPC 1.0, an object id, a batch) before and after an initialize:
+// each gets its JSON-RPC error, and the session still answers. No tool is
+// called: the server needs no cluster.
+func TestStdioSurvivesMalformedLines(t *testing.T) {
+	serverIn, stdin := io.Pipe()
+	stdout, serverOut := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- mcpserver.New(nil, nil, mcpserver.Options{}).Run(context.Background(), mcpserver.StdioTransport(serverIn, serverOut))
+	}()
 	answers := make(chan string)
 	go func() {
 		scanner := bufio.NewScanner(stdout)
@@ -44,6 +39,16 @@ func TestMCPStdioSurvivesMalformedLines(t *testing.T) {
 		}
 		close(answers)
 	}()
+	// The agent closes stdin: the session ends without an error, and with
+	// it stdout.
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		for range answers {
+		}
+		if err := <-served; err != nil {
+			t.Errorf("the server ended with %v", err)
+		}
+	})
 	next := func(after string) map[string]any {
 		t.Helper()
 		select {
@@ -103,37 +108,15 @@ func TestMCPStdioSurvivesMalformedLines(t *testing.T) {
 	}
 }
 
-// TestMCPHTTPRefusesOtherOrigins: with --http, a request a browser sends
-// from another origin (or from an opaque one, Origin: null) is refused 403
-// whatever its method; an agent's request (no Origin) and one from the
-// server's own origin are served.
-func TestMCPHTTPRefusesOtherOrigins(t *testing.T) {
-	dev := testcluster.Get(t).Developers(t, "origin")[0]
-	addr := testcluster.FreeAddr(t)
-	cmd := command(t, dev, "mcp", "--http", addr)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	serving := make(chan struct{})
-	go func() {
-		scanner := bufio.NewScanner(stderr)
-		for scanner.Scan() {
-			if strings.HasPrefix(scanner.Text(), "serving MCP at") {
-				close(serving)
-			}
-		}
-	}()
-	select {
-	case <-serving:
-	case <-time.After(30 * time.Second):
-		t.Fatal("agentsandbox mcp --http did not serve within 30 s")
-	}
-	url := "http://" + addr + "/mcp"
+// TestHTTPRefusesOtherOrigins: a request a browser sends from another
+// origin (or from an opaque one, Origin: null) is refused 403 whatever its
+// method; an agent's request (no Origin) and one from the server's own
+// origin are served. No tool is called: the server needs no cluster.
+func TestHTTPRefusesOtherOrigins(t *testing.T) {
+	srv := httptest.NewServer(mcpserver.HTTPHandler(mcpserver.New(nil, nil, mcpserver.Options{})))
+	t.Cleanup(srv.Close)
+	addr := srv.Listener.Addr().String()
+	url := srv.URL + "/mcp"
 	for _, tc := range []struct {
 		method, origin string
 		want           int
@@ -167,5 +150,27 @@ func TestMCPHTTPRefusesOtherOrigins(t *testing.T) {
 		if tc.want == http.StatusForbidden && !strings.Contains(string(body), "is not this server's") {
 			t.Errorf("%s: refused with %q, which does not say why", what, body)
 		}
+		if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+			endSession(t, url, id)
+		}
+	}
+}
+
+// endSession ends the MCP session id at url, as an agent done with the
+// server does: the handler keeps a session until then.
+func endSession(t *testing.T, url, id string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodDelete, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Mcp-Session-Id", id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		t.Errorf("ending session %s: %s", id, resp.Status)
 	}
 }
