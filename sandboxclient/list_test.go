@@ -73,10 +73,11 @@ func TestListFiltersOnTheServerInConsistentPages(t *testing.T) {
 		t.Errorf("owner %s and template %s: %v, %v; want none", owner, tplB, names(got), err)
 	}
 
-	// Every sandbox of A reaches the same phase; the filter finds them all
-	// in it and none in another.
-	var phase v1.SandboxPhase
-	testcluster.Eventually(t, "the sandboxes of "+tplA+" in one phase", func() (bool, string) {
+	// Every sandbox of A comes to Running and stays there (an earlier
+	// phase they share, Starting, may end between the wait and the list);
+	// the filter finds them all in it and none in another.
+	phase := v1.SandboxPhaseRunning
+	testcluster.Eventually(t, "the sandboxes of "+tplA+" Running", func() (bool, string) {
 		list, err := sdk.List(ctx, sandboxclient.ListOptions{Template: tplA})
 		if err != nil {
 			return false, err.Error()
@@ -85,8 +86,7 @@ func TestListFiltersOnTheServerInConsistentPages(t *testing.T) {
 		for _, s := range list {
 			phases[s.Status.Phase]++
 		}
-		phase = list[0].Status.Phase
-		return len(phases) == 1 && phase != "", fmt.Sprint(phases)
+		return phases[phase] == len(fromA), fmt.Sprint(phases)
 	})
 	if got, err := sdk.List(ctx, sandboxclient.ListOptions{Template: tplA, Phase: phase, PageSize: 3}); err != nil || len(got) != 7 {
 		t.Errorf("phase %s: %v, %v", phase, names(got), err)
