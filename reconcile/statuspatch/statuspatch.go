@@ -52,8 +52,8 @@ type Writer struct {
 }
 
 // writtenStatus is the digest of a status written to the object of uid: a
-// digest, not the status, so that remembering 10,000 sandboxes costs
-// kilobytes, not megabytes.
+// digest, not the status, so that remembering 10,000 sandboxes costs about
+// a megabyte, not the tens of megabytes of their statuses.
 type writtenStatus struct {
 	uid    types.UID
 	digest [sha256.Size]byte
