@@ -70,6 +70,15 @@ func TestManagerServesHealthMetricsAndLeads(t *testing.T) {
 	waitFor(t, "leader lease held", func() bool {
 		return cluster.Client.Get(ctx, key, lease) == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != ""
 	})
+	// The Lease can be written before the elector has read the answer: one
+	// stopped in that moment never learns it leads and has nothing to
+	// release (client-go's acquire). Releasing is asked of a leader that
+	// knows it leads.
+	select {
+	case <-mgr.Elected():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the manager never learned that it leads")
+	}
 
 	stop()
 	stopped = true
