@@ -1,7 +1,8 @@
 // Package applier converges the cluster to a set of declarations with
-// server-side apply (fluxcd/pkg/ssa): everything is validated by a dry run
-// first, then applied in dependency stages, and objects an earlier set
-// declared and this one does not are pruned.
+// server-side apply (fluxcd/pkg/ssa): everything is validated first (by a
+// dry run, or in the process for a new object nothing else could refuse),
+// then applied in dependency stages, and objects an earlier set declared
+// and this one does not are pruned.
 package applier
 
 import (
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
@@ -65,6 +67,8 @@ type Applier struct {
 	// health is what WaitHealthy reads: client, or an informer cache.
 	health       client.Reader
 	healthCached bool
+	// admission reads the cluster's admission policies and webhooks.
+	admission client.Reader
 }
 
 // New returns an Applier writing through c and reading through it too; c
@@ -73,9 +77,19 @@ type Applier struct {
 func New(c client.Client) *Applier {
 	// No status poller: the applier does not wait for health. ssa only
 	// deletes (prune); validation and apply are the applier's own, so
-	// each object costs one dry run, not ssa's second one.
+	// each object costs at most one dry run, not ssa's second one.
 	rm := ssa.NewResourceManager(c, nil, ssa.Owner{Field: FieldManager, Group: v1.GroupVersion.Group})
-	return &Applier{client: c, rm: rm, health: c}
+	return &Applier{client: c, rm: rm, health: c, admission: c}
+}
+
+// WithAdmissionReader has Validate read the cluster's admission policies
+// and webhooks through r rather than the applier's client: what may refuse
+// an object is a fact of the cluster, which a client acting as a
+// ServiceAccount may not be allowed to list (each declaration is then
+// dry-run).
+func (a *Applier) WithAdmissionReader(r client.Reader) *Applier {
+	a.admission = r
+	return a
 }
 
 // WithHealthCache has WaitHealthy read the objects from cache, an
@@ -99,9 +113,14 @@ func (a *Applier) WithHealthCache(cache client.Reader) *Applier {
 // bench-gitops; see bench/README.md, GitSync).
 const concurrency = 32
 
-// Validate dry-runs every declaration through the API server, so schema,
-// CEL and admission errors surface before anything is written, and
-// returns what applying each one will do. A field that another
+// Validate checks every declaration before anything is written, so
+// schema, CEL and admission errors surface while nothing has changed, and
+// returns what applying each one will do. An object that does not exist
+// yet, of a kind no admission policy or webhook of the cluster could
+// refuse, is validated in the process against its CRD (crdvalidation):
+// creating it conflicts with no one and has nothing to compare, and a
+// first sync of thousands of objects then costs no dry run at all. Every
+// other declaration is dry-run through the API server. A field that another
 // server-side apply manager owns (Terraform, say) is an error naming the
 // manager: taking it over would start a tug of war. Fields owned through
 // plain updates (kubectl edit) are taken back, which is how a hand edit
@@ -121,12 +140,28 @@ func (a *Applier) Validate(ctx context.Context, decls []declarations.Declaration
 	if err != nil {
 		return nil, err
 	}
+	absent, err := a.absentAndUnadmitted(ctx, decls, live, detail)
+	if err != nil {
+		return nil, err
+	}
+	validator, err := crdValidator()
+	if err != nil {
+		return nil, err
+	}
 	changes := make([]Change, len(decls))
 	errs := make([]error, len(decls))
 	// Every declaration is validated, so the errors are collected in errs
 	// rather than stopping forEach at the first.
 	_ = forEach(ctx, len(decls), func(i int) error {
 		d := decls[i]
+		if absent[KeyOf(d)] {
+			if invalid := validator.Validate(ctx, d.Object); len(invalid) > 0 {
+				errs[i] = fmt.Errorf("%s: %s %q: %w", d.Where(), d.Object.GetKind(), d.Object.GetName(), fieldMessages(invalid))
+				return nil
+			}
+			changes[i] = Change{Declaration: d, Action: ssa.CreatedAction}
+			return nil
+		}
 		merged, err := a.validate(ctx, d)
 		if err != nil {
 			errs[i] = fmt.Errorf("%s: %s %q: %w", d.Where(), d.Object.GetKind(), d.Object.GetName(), err)
@@ -265,13 +300,23 @@ func apiMessage(err error) error {
 	return errors.New(strings.Join(fields, "; "))
 }
 
+// fieldMessages words errs as apiMessage words the API server's answer.
+func fieldMessages(errs field.ErrorList) error {
+	fields := make([]string, len(errs))
+	for i, e := range errs {
+		fields[i] = e.Field + ": " + e.ErrorBody()
+	}
+	return errors.New(strings.Join(fields, "; "))
+}
+
 // Apply writes what Validate found created or configured, stage by stage
-// (each kind after the kinds it references), concurrently within a stage,
-// with the field manager forcing ownership (Validate has refused conflicts
-// with other apply managers). It records each applied object's new
-// generation in changes. The change set lists every object, unchanged ones
-// too; after a failure it lists what was written, and no later stage
-// starts.
+// (each kind after the kinds it references), concurrently within a stage.
+// A configured object is applied forcing ownership (Validate has refused
+// conflicts with other apply managers); a created one is not, so one that
+// another manager created since Validate looked is a conflict, not taken
+// over. It records each applied object's new generation in changes. The
+// change set lists every object, unchanged ones too; after a failure it
+// lists what was written, and no later stage starts.
 func (a *Applier) Apply(ctx context.Context, changes []Change) (*ssa.ChangeSet, error) {
 	cs := ssa.NewChangeSet()
 	for _, stage := range stages {
@@ -290,7 +335,11 @@ func (a *Applier) Apply(ctx context.Context, changes []Change) (*ssa.ChangeSet, 
 				return nil
 			}
 			obj := c.Declaration.Object.DeepCopy()
-			if err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			opts := []client.ApplyOption{client.FieldOwner(FieldManager)}
+			if c.Action == ssa.ConfiguredAction {
+				opts = append(opts, client.ForceOwnership)
+			}
+			if err := a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), opts...); err != nil {
 				errs[j] = fmt.Errorf("%s: %s %q: apply failed: %w", c.Declaration.Where(), obj.GetKind(), obj.GetName(), apiMessage(err))
 				return errs[j]
 			}

@@ -108,6 +108,7 @@ var requestedPredicate = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) b
 // +kubebuilder:rbac:groups="",namespace=agentsandbox-system,resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",namespace=agentsandbox-system,resources=serviceaccounts,verbs=get;impersonate
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;mutatingadmissionpolicies;validatingwebhookconfigurations;mutatingwebhookconfigurations,verbs=list
 
 // Reconcile runs one sync of a GitSync and schedules the next.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {

@@ -152,7 +152,7 @@ func (r *Reconciler) applierFor(ctx context.Context, gs *v1.GitSync) (*applier.A
 			return nil, fmt.Errorf("failed to make an API server client: %w", err)
 		}
 		if name != "" {
-			return applier.New(c), nil
+			return applier.New(c).WithAdmissionReader(r.uncached), nil
 		}
 		// The reconciler may read whatever it applies; a ServiceAccount
 		// may not read what the reconciler's cache holds.

@@ -150,14 +150,17 @@ func (w writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 		// would otherwise count as the reconciler's.
 		writes = append(writes, Write{Method: req.Method, Path: strings.Clone(req.URL.Path)})
 		writesMu.Unlock()
-	} else if req.URL.Query().Get("watch") != "true" {
+	} else if q := req.URL.Query(); q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true" {
+		// A watch that streams the initial list first (client-go's
+		// WatchList) is the list an informer starts with.
 		reads.Add(1)
 	}
 	return w.next.RoundTrip(req)
 }
 
-// ReadCount is how many GET requests (gets and lists, not watches) the
-// controllers sent so far.
+// ReadCount is how many GET requests the controllers sent so far: gets,
+// lists and watches that begin with a list (WatchList), not the watches
+// that only follow changes.
 func ReadCount() int { return int(reads.Load()) }
 
 // WriteCount is how many mutating requests the controllers sent so far; pass
