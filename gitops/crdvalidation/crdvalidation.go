@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -186,5 +187,6 @@ func (v *Validator) served() []string {
 	for gvk := range v.kinds {
 		out = append(out, gvk.GroupVersion().String()+" "+gvk.Kind)
 	}
+	slices.Sort(out)
 	return out
 }
