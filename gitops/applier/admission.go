@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -13,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/crdvalidation"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
 )
 
@@ -88,9 +86,6 @@ func admitsCreate(rule admissionregistrationv1.RuleWithOperations, resource sche
 	resources := sets.New(rule.Resources...)
 	return resources.HasAny("*", "*/*", resource.Resource, resource.Resource+"/*")
 }
-
-// crdValidator is built once: compiling the CRDs' CEL rules takes a moment.
-var crdValidator = sync.OnceValues(crdvalidation.New)
 
 // absentAndUnadmitted are the declarations Validate checks in the
 // process: those of objects that do not exist, of kinds no admission rule

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/crdvalidation"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gitops/declarations"
 )
 
@@ -144,9 +145,11 @@ func (a *Applier) Validate(ctx context.Context, decls []declarations.Declaration
 	if err != nil {
 		return nil, err
 	}
-	validator, err := crdValidator()
-	if err != nil {
-		return nil, err
+	var validator *crdvalidation.Validator
+	if len(absent) > 0 {
+		if validator, err = crdValidator(); err != nil {
+			return nil, err
+		}
 	}
 	changes := make([]Change, len(decls))
 	errs := make([]error, len(decls))
@@ -175,6 +178,10 @@ func (a *Applier) Validate(ctx context.Context, decls []declarations.Declaration
 	}
 	return changes, ctx.Err()
 }
+
+// crdValidator is built once, when first needed: compiling the CRDs' CEL
+// rules takes a moment.
+var crdValidator = sync.OnceValues(crdvalidation.New)
 
 // forEach runs do(0..n-1), concurrency at a time, and stops starting new
 // ones after the first error or when ctx ends; it returns that error.
