@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // PodReady is the Ready rule: the pod is Running, Ready and has an IP.
@@ -57,10 +59,34 @@ func NamespaceSettling(err error) (waitingFor string, ok bool) {
 		return "", false
 	}
 	switch msg := err.Error(); {
-	case strings.Contains(msg, "error looking up service account"):
+	case MissingDefaultServiceAccount(err):
 		return "the namespace's default ServiceAccount, which the controller manager creates", true
 	case strings.Contains(msg, "status unknown for quota"):
 		return "the controller manager's first count of the namespace's ResourceQuota", true
 	}
 	return "", false
+}
+
+// MissingDefaultServiceAccount tells a pod refused because its namespace
+// has no default ServiceAccount yet.
+func MissingDefaultServiceAccount(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "error looking up service account")
+}
+
+// DefaultServiceAccountGrace is how long a namespace's default
+// ServiceAccount is left to the controller manager before the reconciler
+// creates it: one that deletes a namespace and creates another of the same
+// name at once (a sandbox deleted and created again) can miss its creation
+// for good (kubernetes/kubernetes#46652). It normally lands within
+// milliseconds, so the write is only made where it went missing.
+const DefaultServiceAccountGrace = 5 * time.Second
+
+// DefaultServiceAccount is the ServiceAccount the controller manager gives
+// every namespace, as the reconciler creates it when that did not happen.
+// It mounts no token, as the sandbox's pods do not.
+func DefaultServiceAccount(namespace string) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{
+		ObjectMeta:                   metav1.ObjectMeta{Name: "default", Namespace: namespace},
+		AutomountServiceAccountToken: ptr.To(false),
+	}
 }

@@ -115,6 +115,7 @@ const ConcurrentReconciles = 64
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=sandboxtemplates;warmpools;nodepools,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch;update;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=create
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;limitranges,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=get;list;watch;create;patch;delete
@@ -249,6 +250,12 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) outcome {
 	if errors.Is(err, errQuotaRecount) {
 		waitingFor, settling = "the namespace's ResourceQuota to be counted again: it counted pods that were never created", true
 	}
+	if environment.MissingDefaultServiceAccount(err) {
+		if err := r.createMissingServiceAccount(ctx, namespace); err != nil {
+			o.err, o.failedReason = err, v1.ReasonPodFailed
+			return o
+		}
+	}
 	if settling {
 		o.waiting = &waiting{phase: v1.SandboxPhaseStarting, reason: v1.ReasonPodStarting, message: "waiting for " + waitingFor,
 			namespace: namespace, retry: settlingRetry}
@@ -262,6 +269,24 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) outcome {
 	o.observed = &observed{desired: desired, pod: pod, expired: expired, idle: idle, wakes: o.rule.wake, now: time.Now()}
 	o.observed.nodeWord = r.lookAtNode(ctx, pod, o.observed.now)
 	return o
+}
+
+// createMissingServiceAccount creates the namespace's default
+// ServiceAccount once the controller manager has left it missing for
+// DefaultServiceAccountGrace; before that it does nothing.
+func (r *Reconciler) createMissingServiceAccount(ctx context.Context, namespace string) error {
+	ns := &corev1.Namespace{}
+	if err := r.Get(ctx, types.NamespacedName{Name: namespace}, ns); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if time.Since(ns.CreationTimestamp.Time) < environment.DefaultServiceAccountGrace {
+		return nil
+	}
+	err := r.Create(ctx, environment.DefaultServiceAccount(namespace))
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("failed to create the default ServiceAccount the controller manager did not create in %s: %w", namespace, err)
+	}
+	return nil
 }
 
 // next is the one decision of when to look at the sandbox again, from the
