@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -58,39 +57,11 @@ func TestAdmissionPoliciesAreDryRun(t *testing.T) {
 	ctx := context.Background()
 	c := testcluster.Get(t).Client
 	label := testcluster.Name("refuse")
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: label},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{v1.GroupVersion.Group}, APIVersions: []string{"*"}, Resources: []string{"nodepools"}},
-				},
-			}}},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: `!has(object.metadata.labels) || !('` + label + `' in object.metadata.labels)`,
-				Message:    "the platform refuses this pool",
-			}},
-		},
-	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: label},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName: label, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-		},
-	}
-	for _, obj := range []client.Object{policy, binding} {
-		if err := c.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Delete(ctx, obj) })
-	}
 	refused := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("refused"), Labels: map[string]string{label: "yes"}},
 		Spec: v1.NodePoolSpec{RuntimeHandler: "runsc", NodeSelector: map[string]string{"agentsandbox.dev/node-group": "gvisor"}}}
-	testcluster.Eventually(t, "the policy in force", func() (bool, string) {
-		err := c.Create(ctx, refused.DeepCopy(), client.DryRunAll)
-		return err != nil && strings.Contains(err.Error(), "the platform refuses this pool"), "dry-run create answered " + errString(err)
-	})
+	testcluster.Get(t).DenyCreates(t, v1.GroupVersion.Group, "nodepools",
+		`!has(object.metadata.labels) || !('`+label+`' in object.metadata.labels)`, "the platform refuses this pool",
+		func() error { return c.Create(ctx, refused.DeepCopy(), client.DryRunAll) })
 
 	srv := gittest.New(t, "", "")
 	accepted := testcluster.Name("accepted")
@@ -103,11 +74,4 @@ func TestAdmissionPoliciesAreDryRun(t *testing.T) {
 	if _, found := getPool(t, accepted); found {
 		t.Errorf("pool %s was created by a revision the policy refused", accepted)
 	}
-}
-
-func errString(err error) string {
-	if err == nil {
-		return "no error"
-	}
-	return err.Error()
 }

@@ -2,11 +2,8 @@ package sandbox_test
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"testing"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,38 +27,15 @@ func TestDefaultServiceAccountLeftMissing(t *testing.T) {
 	ctx := context.Background()
 	name := testcluster.Name("nosa")
 	namespace, probe := environment.NamespaceName(name), testcluster.Name("nosa-probe")
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"serviceaccounts"}},
-				},
-			}}},
-			Validations: []admissionregistrationv1.Validation{{
-				Expression: `!(request.namespace in ['` + namespace + `', '` + probe + `']) || object.metadata.name != 'default' || request.userInfo.username == '` + reconciletest.ServiceAccount + `'`,
-				Message:    "the controller manager missed this namespace",
-			}},
-		},
-	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName: name, ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
-		},
-	}
 	probeNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: probe}}
-	for _, obj := range []client.Object{policy, binding, probeNS} {
-		if err := c.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Delete(ctx, obj) })
+	if err := c.Create(ctx, probeNS); err != nil {
+		t.Fatal(err)
 	}
-	testcluster.Eventually(t, "the policy in force", func() (bool, string) {
-		err := c.Create(ctx, environment.DefaultServiceAccount(probe), client.DryRunAll)
-		return err != nil && strings.Contains(err.Error(), "the controller manager missed this namespace"), fmt.Sprintf("dry-run create answered %v", err)
-	})
+	t.Cleanup(func() { _ = c.Delete(ctx, probeNS) })
+	testcluster.Get(t).DenyCreates(t, "", "serviceaccounts",
+		`!(request.namespace in ['`+namespace+`', '`+probe+`']) || object.metadata.name != 'default' || request.userInfo.username == '`+reconciletest.ServiceAccount+`'`,
+		"the controller manager missed this namespace",
+		func() error { return c.Create(ctx, environment.DefaultServiceAccount(probe), client.DryRunAll) })
 
 	tpl := newTemplate(t, c, nil)
 	sbx := newSandbox(t, c, tpl, func(s *v1.Sandbox) { s.Name = name })
