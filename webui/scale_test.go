@@ -67,6 +67,18 @@ func TestPageAtScale(t *testing.T) {
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
+	// The controllers write each sandbox's status once; the stream's
+	// "that row alone" below holds only once they have written those the
+	// filter shows, or a late first write arrives beside the stop.
+	testcluster.Eventually(t, "the filtered sandboxes' first status", func() (bool, string) {
+		for _, name := range mine {
+			sbx := &v1.Sandbox{}
+			if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, sbx); err != nil || sbx.Status.ObservedGeneration != sbx.Generation {
+				return false, fmt.Sprintf("%s: status of generation %d, %v", name, sbx.Status.ObservedGeneration, err)
+			}
+		}
+		return true, ""
+	})
 	url := serve(t, c.Config)
 
 	start := time.Now()
