@@ -69,7 +69,11 @@ const (
 	// LabelWarmPool names the WarmPool an object belongs to.
 	LabelWarmPool = "agentsandbox.dev/warm-pool"
 	// LabelMember marks a warm pool member's namespace: MemberAvailable
-	// until a Sandbox claims it, MemberClaimed after.
+	// until a Sandbox claims it, MemberClaimed after. On the owner's
+	// RoleBinding in a member it says who took the member: a claim
+	// (MemberClaimed) or the pool deleting it (MemberTrimmed). That
+	// binding's create is what takes a member; the namespace is relabelled
+	// after the sandbox is Ready.
 	LabelMember = "agentsandbox.dev/member"
 	// LabelTemplateHash is the template content hash a member was built
 	// from; a different hash makes the member stale.
@@ -96,8 +100,9 @@ const (
 	// AnnotationOwner keeps the full owner identity on a sandbox's
 	// namespace; LabelOwner holds a label-safe form of it.
 	AnnotationOwner = "agentsandbox.dev/owner"
-	// AnnotationClaimedAt records on a claimed member when the claim
-	// happened, written by the claim itself at no extra cost.
+	// AnnotationClaimedAt records on a claimed member (its owner's
+	// RoleBinding, then its namespace) when the claim happened, written by
+	// the claim itself at no extra cost.
 	AnnotationClaimedAt = "agentsandbox.dev/claimed-at"
 	// AnnotationLastActivity is the clients' coarse record of a sandbox's
 	// last use (RFC 3339, UTC), written by its owner's client at most once
@@ -118,6 +123,7 @@ const (
 const (
 	MemberAvailable = "available"
 	MemberClaimed   = "claimed"
+	MemberTrimmed   = "trimmed"
 )
 
 // LocalObjectReference names another cluster-scoped object of this API.

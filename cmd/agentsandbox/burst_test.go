@@ -124,16 +124,28 @@ func claimBurst(t *testing.T, kills, reconcilers int) {
 	sandboxes := waitBurstReady(t, run)
 	t.Logf("%d sandboxes Ready %s after the first create", len(sandboxes), time.Since(start).Round(time.Second))
 
-	held := &corev1.NamespaceList{}
-	if err := c.List(ctx, held, client.HasLabels{v1.LabelSandbox}); err != nil {
-		t.Fatal(err)
-	}
+	// A claimed member is relabelled for its sandbox after the sandbox is
+	// Ready: the checks below look once every sandbox holds a namespace by
+	// its label, or a minute has passed.
 	holders := map[string][]string{}
-	for _, ns := range held.Items {
-		if ns.DeletionTimestamp == nil {
-			holders[ns.Labels[v1.LabelSandbox]] = append(holders[ns.Labels[v1.LabelSandbox]], ns.Name)
+	_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		held := &corev1.NamespaceList{}
+		if err := c.List(ctx, held, client.HasLabels{v1.LabelSandbox}); err != nil {
+			return false, nil
 		}
-	}
+		holders = map[string][]string{}
+		for _, ns := range held.Items {
+			if ns.DeletionTimestamp == nil {
+				holders[ns.Labels[v1.LabelSandbox]] = append(holders[ns.Labels[v1.LabelSandbox]], ns.Name)
+			}
+		}
+		for _, s := range sandboxes {
+			if len(holders[s.Name]) == 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 	holder := map[string]string{}
 	launches := map[v1.LaunchType]int{}
 	for _, s := range sandboxes {

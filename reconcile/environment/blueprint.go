@@ -243,10 +243,19 @@ func ownerSubject(owner string) rbacv1.Subject {
 
 // RoleBinding lets the owner, and only the owner, use the sandbox's pod.
 func (b Blueprint) RoleBinding() *rbacv1.RoleBinding {
+	return ownerBinding(b.namespace, managedLabels(), ownerSubject(b.owner))
+}
+
+// OwnerBindingName is the owner's RoleBinding's, one per sandbox
+// namespace: in a warm member, the create of it is the claim.
+const OwnerBindingName = "sandbox-owner"
+
+// ownerBinding binds the owner's ClusterRole in namespace to subjects.
+func ownerBinding(namespace string, labels map[string]string, subjects ...rbacv1.Subject) *rbacv1.RoleBinding {
 	return &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "sandbox-owner", Namespace: b.namespace, Labels: managedLabels()},
+		ObjectMeta: metav1.ObjectMeta{Name: OwnerBindingName, Namespace: namespace, Labels: labels},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: OwnerClusterRole},
-		Subjects:   []rbacv1.Subject{ownerSubject(b.owner)},
+		Subjects:   subjects,
 	}
 }
 
@@ -317,7 +326,7 @@ func (b Blueprint) Pod() *corev1.Pod {
 		container.Ports = append(container.Ports, corev1.ContainerPort{Name: p.Name, ContainerPort: p.ContainerPort, Protocol: proto})
 	}
 	// The member label lives on the namespace only: a claim relabels the
-	// namespace in its one write, and a copy on the pod would go stale.
+	// namespace, and a copy on the pod would go stale.
 	labels := maps.Clone(b.labels)
 	delete(labels, v1.LabelMember)
 	pod := &corev1.Pod{

@@ -2,6 +2,7 @@ package environment
 
 import (
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -110,5 +111,44 @@ func TestClaimedNamespaceIsLabelledAsTheSandboxsOwn(t *testing.T) {
 	}
 	if member.Labels[v1.LabelMember] != v1.MemberAvailable || metav1.GetControllerOf(member).UID != pool.UID {
 		t.Error("the member's namespace itself was changed")
+	}
+}
+
+// TestClaimBindingGrantsWhatTheSandboxsBindingDoes: the binding whose
+// create is the claim grants the owner what a cold start's binding does
+// (so the apply of the sandbox's own binding later finds it right), and
+// says which sandbox claimed the member and when; the pool's trim binding
+// grants nobody anything.
+func TestClaimBindingGrantsWhatTheSandboxsBindingDoes(t *testing.T) {
+	pool := &v1.WarmPool{ObjectMeta: metav1.ObjectMeta{Name: "python", UID: "pool-uid"}}
+	tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "python"}}
+	member := ForMember(pool, "sandbox-wp-python-x1", tpl, nil).NamespaceObject()
+	sbx := &v1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-1", UID: "sbx-uid"},
+		Spec:       v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: "python"}, Owner: "system:serviceaccount:agents:alice"},
+	}
+	now := time.Date(2026, 12, 4, 12, 0, 0, 500, time.UTC)
+	claim := ClaimBinding(member, sbx, now)
+	own := ForSandbox(sbx, member.Name, tpl, nil, nil).RoleBinding()
+	if claim.Name != own.Name || claim.Namespace != own.Namespace || claim.RoleRef != own.RoleRef || !reflect.DeepEqual(claim.Subjects, own.Subjects) {
+		t.Errorf("claim binding %s/%s %v %v, the sandbox's %s/%s %v %v", claim.Namespace, claim.Name, claim.RoleRef, claim.Subjects, own.Namespace, own.Name, own.RoleRef, own.Subjects)
+	}
+	for key, want := range map[string]string{
+		v1.LabelManagedBy: v1.ManagedByValue, v1.LabelWarmPool: "python", v1.LabelMember: v1.MemberClaimed,
+		v1.LabelSandbox: "alice-1", v1.LabelSandboxUID: "sbx-uid",
+	} {
+		if claim.Labels[key] != want {
+			t.Errorf("claim binding label %s = %q, want %q", key, claim.Labels[key], want)
+		}
+	}
+	if got := ClaimedAt(claim); !got.Equal(now) {
+		t.Errorf("claimed at %v, want %v", got, now)
+	}
+	trim := TrimBinding(member)
+	if trim.Name != OwnerBindingName || len(trim.Subjects) != 0 || trim.Labels[v1.LabelMember] != v1.MemberTrimmed || trim.Labels[v1.LabelWarmPool] != "python" {
+		t.Errorf("trim binding: %s, subjects %v, labels %v", trim.Name, trim.Subjects, trim.Labels)
+	}
+	if !ClaimedAt(trim).IsZero() {
+		t.Error("a trim binding carries a claim time")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -39,11 +40,42 @@ func ForMember(pool *v1.WarmPool, namespace string, tpl *v1.SandboxTemplate, nod
 	}
 }
 
+// ClaimBinding is the owner's RoleBinding whose create claims member for
+// sbx at now: it grants the owner access in the same write, and a create
+// fails when the member has one already, so of two claims (or a claim and
+// the pool's trim) one wins. Its labels name the pool, the claim and the
+// sandbox, by name and UID, so the claim is found before the namespace is
+// relabelled (ClaimedNamespace) and after a crash in between.
+func ClaimBinding(member *corev1.Namespace, sbx *v1.Sandbox, now time.Time) *rbacv1.RoleBinding {
+	b := ownerBinding(member.Name, map[string]string{
+		v1.LabelManagedBy: v1.ManagedByValue, v1.LabelWarmPool: member.Labels[v1.LabelWarmPool],
+		v1.LabelMember: v1.MemberClaimed, v1.LabelSandbox: sbx.Name, v1.LabelSandboxUID: string(sbx.UID),
+	}, ownerSubject(sbx.Spec.Owner))
+	b.Annotations = map[string]string{v1.AnnotationClaimedAt: now.UTC().Format(time.RFC3339Nano)}
+	return b
+}
+
+// TrimBinding is the binding, with no subject, whose create takes member
+// for its pool to delete: a member is deleted only after the pool won it
+// from any claim (ClaimBinding).
+func TrimBinding(member *corev1.Namespace) *rbacv1.RoleBinding {
+	return ownerBinding(member.Name, map[string]string{
+		v1.LabelManagedBy: v1.ManagedByValue, v1.LabelWarmPool: member.Labels[v1.LabelWarmPool], v1.LabelMember: v1.MemberTrimmed,
+	})
+}
+
+// ClaimedAt is when the claim that wrote obj (a ClaimBinding or a
+// ClaimedNamespace) took the member; zero when it carries no claim time.
+func ClaimedAt(obj metav1.Object) time.Time {
+	at, _ := time.Parse(time.RFC3339Nano, obj.GetAnnotations()[v1.AnnotationClaimedAt])
+	return at
+}
+
 // ClaimedNamespace is member's namespace as a claim by sbx at now leaves
-// it: labelled as the sandbox's own namespace is (ForSandbox), marked
-// claimed, annotated with its owner and the time, and controlled by the
-// Sandbox instead of the pool. The claim writes it in one update
-// conditional on member's resourceVersion.
+// it once the sandbox is Ready: labelled as the sandbox's own namespace is
+// (ForSandbox), marked claimed, annotated with its owner and the claim
+// time, and controlled by the Sandbox instead of the pool, so that it goes
+// with the Sandbox.
 func ClaimedNamespace(member *corev1.Namespace, sbx *v1.Sandbox, now time.Time) *corev1.Namespace {
 	claimed := member.DeepCopy()
 	if claimed.Labels == nil {
@@ -79,20 +111,38 @@ type Member struct {
 	Pod *corev1.Pod
 }
 
-// Members lists the pool's unclaimed members that are not being deleted.
-// Claims and the pool's own passes look at every member of pools of
-// hundreds, so the cache is read without copying, with one list of the
-// pool's pods instead of a read per member.
-func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member, error) {
+// Taken is a member a claim or the pool's trim took (its binding) whose
+// namespace is not relabelled or deleted yet.
+type Taken struct {
+	Namespace *corev1.Namespace
+	Binding   *rbacv1.RoleBinding
+}
+
+// Members lists the pool's unclaimed members that are not being deleted,
+// and those taken but still labelled available. Claims and the pool's own
+// passes look at every member of pools of hundreds, so the cache is read
+// without copying, with one list of the pool's pods and one of its
+// bindings instead of reads per member.
+func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member, []Taken, error) {
 	namespaces := &corev1.NamespaceList{}
 	if err := c.List(ctx, namespaces, client.UnsafeDisableDeepCopy, client.MatchingLabels{
 		v1.LabelWarmPool: pool.Name, v1.LabelMember: v1.MemberAvailable,
 	}); err != nil {
-		return nil, fmt.Errorf("failed to list members of WarmPool %s: %w", pool.Name, err)
+		return nil, nil, fmt.Errorf("failed to list members of WarmPool %s: %w", pool.Name, err)
+	}
+	bindings := &rbacv1.RoleBindingList{}
+	if err := c.List(ctx, bindings, client.UnsafeDisableDeepCopy, client.MatchingLabels{v1.LabelWarmPool: pool.Name}); err != nil {
+		return nil, nil, fmt.Errorf("failed to list the bindings of WarmPool %s's members: %w", pool.Name, err)
+	}
+	bindingOf := make(map[string]*rbacv1.RoleBinding, len(bindings.Items))
+	for i := range bindings.Items {
+		if b := &bindings.Items[i]; b.Name == OwnerBindingName {
+			bindingOf[b.Namespace] = b
+		}
 	}
 	pods := &corev1.PodList{}
 	if err := c.List(ctx, pods, client.UnsafeDisableDeepCopy, client.MatchingLabels{v1.LabelWarmPool: pool.Name}); err != nil {
-		return nil, fmt.Errorf("failed to list pods of WarmPool %s: %w", pool.Name, err)
+		return nil, nil, fmt.Errorf("failed to list pods of WarmPool %s: %w", pool.Name, err)
 	}
 	podOf := make(map[string]*corev1.Pod, len(pods.Items))
 	for i := range pods.Items {
@@ -101,9 +151,14 @@ func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member,
 		}
 	}
 	members := make([]Member, 0, len(namespaces.Items))
+	var taken []Taken
 	for i := range namespaces.Items {
 		ns := &namespaces.Items[i]
 		if ns.DeletionTimestamp != nil || !metav1.IsControlledBy(ns, pool) {
+			continue
+		}
+		if b := bindingOf[ns.Name]; b != nil {
+			taken = append(taken, Taken{Namespace: ns, Binding: b})
 			continue
 		}
 		m := Member{Namespace: ns}
@@ -117,5 +172,5 @@ func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member,
 	sort.Slice(members, func(i, j int) bool {
 		return members[i].Namespace.CreationTimestamp.Before(&members[j].Namespace.CreationTimestamp)
 	})
-	return members, nil
+	return members, taken, nil
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,6 +31,11 @@ const (
 // (v1alpha1.LabelSandbox): every pass of a sandbox looks for the
 // namespaces it holds, among as many as there are sandboxes and members.
 const NamespaceSandbox = "metadata.labels.sandbox" // on Namespace
+
+// BindingSandbox indexes RoleBindings by the Sandbox they are labelled
+// for: a claim's binding (environment.ClaimBinding) names the member it
+// took before the member's namespace does.
+const BindingSandbox = "metadata.labels.sandbox" // on RoleBinding
 
 var (
 	mu         sync.Mutex
@@ -59,14 +65,17 @@ func Register(mgr ctrl.Manager) error {
 			return fmt.Errorf("failed to index %s by %s: %w", ref.From, ref.Field, err)
 		}
 	}
-	err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Namespace{}, NamespaceSandbox, func(o client.Object) []string {
+	bySandbox := func(o client.Object) []string {
 		if name, ok := o.GetLabels()[v1.LabelSandbox]; ok {
 			return []string{name}
 		}
 		return nil
-	})
-	if err != nil {
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Namespace{}, NamespaceSandbox, bySandbox); err != nil {
 		return fmt.Errorf("failed to index namespaces by sandbox: %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &rbacv1.RoleBinding{}, BindingSandbox, bySandbox); err != nil {
+		return fmt.Errorf("failed to index role bindings by sandbox: %w", err)
 	}
 	registered[mgr] = true
 	return nil

@@ -2,7 +2,6 @@ package sandbox_test
 
 import (
 	"context"
-	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"strings"
 	"testing"
 	"time"
@@ -11,18 +10,25 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
 )
 
-// maxWarmClaimWrites guards the writes of one warm claim, the client's
-// create included: create, namespace claim, owner binding and status.
-const maxWarmClaimWrites = 4
+// claimPathWrites guards the writes a warm claim makes before its sandbox
+// is Ready, the client's create included: create, the owner's binding
+// (the claim) and the status. claimWrites adds what follows Ready: the
+// member's relabel.
+const (
+	claimPathWrites = 3
+	claimWrites     = 4
+)
 
 // TestWarmClaimWrites counts the API writes one warm claim costs: the
 // client's create plus every controller write about the sandbox or its
 // claimed namespace after the create (the member's own creation and the
-// pool's refill are the pool's, and not counted).
+// pool's refill are the pool's, and not counted), and those sent before
+// the status write that made it Ready.
 func TestWarmClaimWrites(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Get(t).Client
@@ -53,7 +59,20 @@ func TestWarmClaimWrites(t *testing.T) {
 	}
 	total := 1 + len(mine) + eventWrites
 	t.Logf("warm claim writes: 1 create + %d controller requests %v + %d events = %d", len(mine), mine, eventWrites, total)
-	if total > maxWarmClaimWrites {
-		t.Errorf("a warm claim cost %d API writes, more than %d", total, maxWarmClaimWrites)
+	if total > claimWrites {
+		t.Errorf("a warm claim cost %d API writes, more than %d", total, claimWrites)
+	}
+	toReady := 1
+	for _, w := range mine {
+		toReady++
+		if strings.HasSuffix(w.Path, "/sandboxes/"+sbx.Name+"/status") {
+			break
+		}
+	}
+	if toReady > claimPathWrites {
+		t.Errorf("the sandbox was Ready after %d serial writes, more than %d: %v", toReady, claimPathWrites, mine)
+	}
+	if want := "/namespaces/" + ns + "/rolebindings"; len(mine) == 0 || mine[0].Method != "POST" || !strings.HasSuffix(mine[0].Path, want) {
+		t.Errorf("the claim's first write is %v, want the create of the owner's binding (POST …%s)", mine, want)
 	}
 }

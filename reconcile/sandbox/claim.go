@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,12 +26,13 @@ import (
 const claimAttempts = 3
 
 // placeSandbox decides the namespace a sandbox lives in: the one it already
-// has, a warm member it claims now (justClaimed), or its own for a cold
-// start. An empty namespace means: wait for a member.
-func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res resolved) (namespace string, justClaimed bool, err error) {
+// has, a warm member it claims now (claimed: the member as the cache
+// showed it), or its own for a cold start. An empty namespace means: wait
+// for a member.
+func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res resolved) (namespace string, claimed *corev1.Namespace, err error) {
 	held, err := r.heldNamespaces(ctx, sbx)
 	if err != nil {
-		return "", false, err
+		return "", nil, err
 	}
 	if sbx.Status.Namespace != "" {
 		r.memory.forgetClaim(sbx.Name)
@@ -42,54 +44,62 @@ func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res reso
 		for _, ns := range held {
 			if ns.Name != sbx.Status.Namespace && ns.DeletionTimestamp == nil {
 				if err := r.deleteEnvironment(ctx, ns); err != nil {
-					return "", false, err
+					return "", nil, err
 				}
 			}
 		}
-		return sbx.Status.Namespace, false, nil
+		return sbx.Status.Namespace, nil, nil
 	}
 	// A claim whose status write was lost (a crash, a conflict) is found by
-	// the label the claim put on the namespace; one the cache has not caught
-	// up with yet, by what this process remembers claiming. A new process
-	// starts from a fresh list, which shows every claim made before it, so
-	// together they keep a sandbox from claiming a second member without a
-	// read past the cache on the claim path.
+	// the binding the claim created (or the label its relabel put on the
+	// namespace); one the cache has not caught up with yet, by what this
+	// process remembers claiming. A new process starts from a fresh list,
+	// which shows every claim made before it, so together they keep a
+	// sandbox from claiming a second member without a read past the cache
+	// on the claim path.
 	if ns := r.memory.claimOf(sbx); ns != nil {
 		recoverLaunch(sbx, ns)
-		return ns.Name, false, nil
+		return ns.Name, nil, nil
 	}
 	if len(held) > 0 {
 		// With several, the first claimed: every reconciler that sees them
 		// all picks the same one, and the status write decides.
 		ns := held[0]
 		recoverLaunch(sbx, ns)
-		return ns.Name, false, nil
+		return ns.Name, nil, nil
 	}
 	switch {
 	case res.warmPool == nil:
 		sbx.Status.LaunchType, sbx.Status.LaunchMessage = v1.LaunchCold, ""
-		return environment.NamespaceName(sbx.Name), false, nil
+		return environment.NamespaceName(sbx.Name), nil, nil
 	case len(sbx.Spec.Env) > 0:
 		sbx.Status.LaunchType = v1.LaunchCold
 		sbx.Status.LaunchMessage = "spec.env overrides the template's environment, which forces a cold start"
-		return environment.NamespaceName(sbx.Name), false, nil
+		return environment.NamespaceName(sbx.Name), nil, nil
 	}
-	member, err := r.claim(ctx, sbx, res)
-	if err != nil || member != "" {
-		return member, member != "", err
+	if member, err := r.claim(ctx, sbx, res); err != nil || member != nil {
+		if err != nil {
+			return "", nil, err
+		}
+		return member.Name, member, nil
 	}
 	if res.warmPool.Spec.WhenEmpty == v1.WhenEmptyWait {
-		return "", false, nil
+		return "", nil, nil
 	}
 	sbx.Status.LaunchType = v1.LaunchCold
 	sbx.Status.LaunchMessage = fmt.Sprintf("WarmPool %s had no Ready member; started from its template", res.warmPool.Name)
-	return environment.NamespaceName(sbx.Name), false, nil
+	return environment.NamespaceName(sbx.Name), nil, nil
 }
 
 // heldNamespaces returns the namespaces the sandbox holds, first claimed
-// first, from the cache. A namespace labelled for the sandbox's name but
-// not its own (an earlier Sandbox's of that name, left by a delete that
-// orphaned it) is deleted.
+// first, from the cache: those it created or whose claim is complete
+// (relabelled for it and controlled by it), and the members it claimed
+// that are still to be relabelled (their owner's binding names the
+// sandbox), shown as the relabel will leave them
+// (environment.ClaimedNamespace). A namespace labelled for the sandbox's
+// name but not its own (an earlier Sandbox's of that name, left by a
+// delete that orphaned it), or a member an earlier Sandbox of the name
+// claimed, is deleted.
 func (r *Reconciler) heldNamespaces(ctx context.Context, sbx *v1.Sandbox) ([]*corev1.Namespace, error) {
 	labelled := &corev1.NamespaceList{}
 	if err := r.List(ctx, labelled, client.MatchingFields{index.NamespaceSandbox: sbx.Name}, client.UnsafeDisableDeepCopy); err != nil {
@@ -107,25 +117,72 @@ func (r *Reconciler) heldNamespaces(ctx context.Context, sbx *v1.Sandbox) ([]*co
 			}
 		}
 	}
-	claimedAt := func(ns *corev1.Namespace) time.Time {
-		at, _ := time.Parse(time.RFC3339Nano, ns.Annotations[v1.AnnotationClaimedAt])
-		return at
+	claims, err := r.unadoptedClaims(ctx, sbx.Name)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range claims {
+		switch {
+		case c.binding.Labels[v1.LabelSandboxUID] != string(sbx.UID):
+			if err := r.deleteEnvironment(ctx, c.member); err != nil {
+				return nil, err
+			}
+		case !slices.ContainsFunc(held, func(ns *corev1.Namespace) bool { return ns.Name == c.member.Name }):
+			held = append(held, environment.ClaimedNamespace(c.member, sbx, environment.ClaimedAt(c.binding)))
+		}
 	}
 	slices.SortFunc(held, func(a, b *corev1.Namespace) int {
-		return cmp.Or(claimedAt(a).Compare(claimedAt(b)), strings.Compare(a.Name, b.Name))
+		return cmp.Or(environment.ClaimedAt(a).Compare(environment.ClaimedAt(b)), strings.Compare(a.Name, b.Name))
 	})
 	return held, nil
 }
 
-// claim binds a Ready member of the pool to the sandbox with one write: an
-// update of the member's namespace, conditional on the resourceVersion the
-// cache saw, that re-labels it and moves its controller reference from the
-// pool to the sandbox. Two claims racing for one member cannot both win the
-// update; the loser tries the next member.
-func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (string, error) {
-	members, err := environment.Members(ctx, r.Client, res.warmPool)
+// unadoptedClaim is a member a claim took for a sandbox of some name
+// whose namespace, as the cache shows it, is not relabelled yet.
+type unadoptedClaim struct {
+	binding *rbacv1.RoleBinding
+	member  *corev1.Namespace
+}
+
+// unadoptedClaims finds, in the cache, the members claimed for sandboxes
+// named name that are still to be relabelled and are not being deleted.
+func (r *Reconciler) unadoptedClaims(ctx context.Context, name string) ([]unadoptedClaim, error) {
+	bindings := &rbacv1.RoleBindingList{}
+	if err := r.List(ctx, bindings, client.MatchingFields{index.BindingSandbox: name}); err != nil {
+		return nil, fmt.Errorf("failed to list the bindings of sandbox %s: %w", name, err)
+	}
+	var claims []unadoptedClaim
+	for i := range bindings.Items {
+		b := &bindings.Items[i]
+		if b.Name != environment.OwnerBindingName || b.Labels[v1.LabelMember] != v1.MemberClaimed {
+			continue
+		}
+		ns := &corev1.Namespace{}
+		if err := r.Get(ctx, types.NamespacedName{Name: b.Namespace}, ns); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("failed to get member %s: %w", b.Namespace, err)
+		}
+		if ns.DeletionTimestamp == nil && ns.Labels[v1.LabelMember] == v1.MemberAvailable {
+			claims = append(claims, unadoptedClaim{binding: b, member: ns})
+		}
+	}
+	return claims, nil
+}
+
+// claim takes a Ready member of the pool for the sandbox with one write:
+// the create of the owner's RoleBinding in it (environment.ClaimBinding),
+// which grants the owner access and fails when the member has a binding
+// already. Two claims racing for one member, or a claim and the pool's
+// trim, cannot both create it; the loser tries the next member. The
+// member's namespace is relabelled once the sandbox's status write landed
+// (adopt), off the path to Ready. It returns the member as the cache
+// showed it.
+func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (*corev1.Namespace, error) {
+	members, _, err := environment.Members(ctx, r.Client, res.warmPool)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	var candidates []*corev1.Namespace
 	for _, m := range members {
@@ -149,37 +206,72 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 		}
 		attempts++
 		now := metav1.NewTime(time.Now())
-		claimed := environment.ClaimedNamespace(ns, sbx, now.Time)
-		err := r.Update(ctx, claimed)
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		err := r.Create(ctx, environment.ClaimBinding(ns, sbx, now.Time))
+		if lostClaim(err) {
 			r.memory.release(ns.Name)
-			continue // another claim won this member, or the pool removed it
+			continue // another claim or the pool's trim took this member, or it is going
 		}
 		if err != nil {
-			// The update may have landed although its answer was lost;
+			// The create may have landed although its answer was lost;
 			// a later pass must then find it, not claim another.
-			if landed := r.claimLanded(ctx, sbx, ns.Name); landed != nil {
-				claimed = landed
-			} else {
+			at, landed := r.claimLanded(ctx, sbx, ns.Name)
+			if !landed {
 				r.memory.release(ns.Name)
-				return "", fmt.Errorf("failed to claim member %s: %w", ns.Name, err)
+				return nil, fmt.Errorf("failed to claim member %s: %w", ns.Name, err)
 			}
+			now = metav1.NewTime(at)
 		}
-		r.memory.claimed(sbx, claimed)
+		member := ns.DeepCopy()
+		r.memory.claimed(sbx, environment.ClaimedNamespace(member, sbx, now.Time))
 		sbx.Status.LaunchType, sbx.Status.LaunchMessage, sbx.Status.ClaimedAt = v1.LaunchWarm, "", &now
-		return claimed.Name, nil
+		return member, nil
 	}
-	return "", nil
+	return nil, nil
 }
 
-// claimLanded reads the member past the cache and returns it when it is
-// the sandbox's.
-func (r *Reconciler) claimLanded(ctx context.Context, sbx *v1.Sandbox, name string) *corev1.Namespace {
-	ns := &corev1.Namespace{}
-	if err := r.apiReader.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil || !metav1.IsControlledBy(ns, sbx) {
-		return nil
+// lostClaim tells a claim's create that found the member taken (a binding
+// exists), gone, or being deleted.
+func lostClaim(err error) bool {
+	return apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) ||
+		apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
+}
+
+// claimLanded reads the member's binding past the cache and tells, with
+// the claim's time, whether it is the sandbox's claim.
+func (r *Reconciler) claimLanded(ctx context.Context, sbx *v1.Sandbox, member string) (time.Time, bool) {
+	b := &rbacv1.RoleBinding{}
+	err := r.apiReader.Get(ctx, types.NamespacedName{Namespace: member, Name: environment.OwnerBindingName}, b)
+	if err != nil || b.Labels[v1.LabelSandboxUID] != string(sbx.UID) || b.Labels[v1.LabelMember] != v1.MemberClaimed {
+		return time.Time{}, false
 	}
-	return ns
+	return environment.ClaimedAt(b), true
+}
+
+// adopt completes a claim: the member's namespace relabelled for the
+// sandbox and controlled by it (environment.ClaimedNamespace), so that it
+// goes with the Sandbox. The claim's binding already made it the
+// sandbox's, so the write is a plain merge patch.
+func (r *Reconciler) adopt(ctx context.Context, sbx *v1.Sandbox, member *corev1.Namespace, claimedAt time.Time) error {
+	err := r.Patch(ctx, environment.ClaimedNamespace(member, sbx, claimedAt), client.MergeFrom(member))
+	if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("failed to relabel claimed member %s for sandbox %s: %w", member.Name, sbx.Name, err)
+	}
+	return nil
+}
+
+// adoptClaimed adopts ns when a claim of this sandbox took it and the
+// relabel that follows did not land (the reconciler stopped in between),
+// and tells whether it did. The binding is read past the cache: this is
+// rare and off the claim path.
+func (r *Reconciler) adoptClaimed(ctx context.Context, sbx *v1.Sandbox, ns *corev1.Namespace) (bool, error) {
+	if ns.DeletionTimestamp != nil || ns.Labels[v1.LabelMember] != v1.MemberAvailable {
+		return false, nil
+	}
+	at, claimed := r.claimLanded(ctx, sbx, ns.Name)
+	if !claimed {
+		return false, nil
+	}
+	return true, r.adopt(ctx, sbx, ns, at)
 }
 
 // recoverLaunch fills in how a sandbox was launched into ns when the status

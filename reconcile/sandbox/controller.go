@@ -153,8 +153,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	setStatus(sbx, o)
 	r.observeReady(before, sbx)
 	result, err := o.next(sbx)
-	// Status first: it is what a waiting client watches for.
-	if patchErr := r.patchStatus(ctx, patcher, before, sbx); patchErr != nil && err == nil {
+	// Status first: it is what a waiting client watches for. A claim's
+	// relabel follows it, off the path to Ready, and only when the status
+	// write landed: a reconciler that lost it to another's leaves its
+	// member to be deleted (placeSandbox).
+	patchErr := r.patchStatus(ctx, patcher, before, sbx)
+	if patchErr == nil && o.claimed != nil {
+		patchErr = r.adopt(ctx, sbx, o.claimed, sbx.Status.ClaimedAt.Time)
+	}
+	if patchErr != nil && err == nil {
 		err = patchErr
 	}
 	r.recordTransition(before, sbx)
@@ -183,6 +190,9 @@ type outcome struct {
 	// names; it is retried with backoff.
 	err          error
 	failedReason string
+	// claimed is the member this pass claimed, as the cache showed it: its
+	// namespace is relabelled for the sandbox once the status names it.
+	claimed *corev1.Namespace
 	// namespace and observed are what a pass that converged the pod saw.
 	namespace string
 	observed  *observed
@@ -217,7 +227,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) outcome {
 		return o
 	}
 
-	namespace, justClaimed, err := r.placeSandbox(ctx, sbx, res)
+	namespace, claimed, err := r.placeSandbox(ctx, sbx, res)
 	if err != nil {
 		o.err, o.failedReason = err, v1.ReasonPlacementFailed
 		return o
@@ -229,7 +239,8 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) outcome {
 		return o
 	}
 	bp := environment.ForSandbox(sbx, namespace, res.template, res.nodePool, res.env).WithEgress(res.egress).WithEgressGate(r.EgressGateImage)
-	created := false
+	created, justClaimed := false, claimed != nil
+	o.claimed = claimed
 	if !justClaimed {
 		var taken *problem.Problem
 		if created, taken, err = r.ensureNamespace(ctx, sbx, bp); err != nil {
@@ -380,14 +391,15 @@ func (r *Reconciler) resolve(ctx context.Context, sbx *v1.Sandbox) (resolved, *p
 // namespace, which ensureNamespace (or a claim) made sure is the sandbox's,
 // writing only what differs from the cache. The namespace itself comes
 // first, unless this pass created it as it should be. Right after a claim
-// the cache has not seen the claimed namespace yet, and the member's
-// objects are already right, so only the owner's binding is written.
+// nothing is written: the member's objects are already right, the claim
+// created the owner's binding, and the namespace is relabelled after the
+// status write.
 func (r *Reconciler) applyEnvironment(ctx context.Context, bp environment.Blueprint, justClaimed, justCreated bool) error {
-	objs := []client.Object{bp.RoleBinding()}
-	if !justClaimed {
-		objs = append(bp.Isolation(r.BlockedEgress), objs...)
+	if justClaimed {
+		return nil
 	}
-	if !justClaimed && !justCreated {
+	objs := append(bp.Isolation(r.BlockedEgress), bp.RoleBinding())
+	if !justCreated {
 		objs = append([]client.Object{bp.NamespaceObject()}, objs...)
 	}
 	for _, obj := range objs {

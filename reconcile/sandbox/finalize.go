@@ -28,6 +28,9 @@ func (r *Reconciler) finalize(ctx context.Context, sbx *v1.Sandbox) (ctrl.Result
 	if !controllerutil.ContainsFinalizer(sbx, v1.FinalizerSandbox) {
 		return ctrl.Result{}, nil
 	}
+	if err := r.deleteUnadopted(ctx, sbx.Name, sbx.UID); err != nil {
+		return ctrl.Result{}, err
+	}
 	pod, err := r.podOfDeleted(ctx, sbx)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -76,4 +79,24 @@ func (r *Reconciler) podOfDeleted(ctx context.Context, sbx *v1.Sandbox) (*corev1
 		return nil, fmt.Errorf("failed to get pod %s: %w", key, err)
 	}
 	return pod, nil
+}
+
+// deleteUnadopted deletes the members claimed for the sandbox of name and
+// uid (any, when uid is empty) that were not relabelled for it: garbage
+// collection, which takes its other namespaces with the Sandbox, does not
+// know they are its, and the pool must not have them back, as their owner
+// had access.
+func (r *Reconciler) deleteUnadopted(ctx context.Context, name string, uid types.UID) error {
+	claims, err := r.unadoptedClaims(ctx, name)
+	if err != nil {
+		return err
+	}
+	for _, c := range claims {
+		if uid == "" || c.binding.Labels[v1.LabelSandboxUID] == string(uid) {
+			if err := r.deleteEnvironment(ctx, c.member); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -116,12 +116,15 @@ func assertIsolated(t *testing.T, c client.Client, sbx *v1.Sandbox) {
 	if ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
 		t.Errorf("namespace %s is not enforced restricted: %v", nsName, ns.Labels)
 	}
-	if ns.Labels[v1.LabelSandbox] != sbx.Name || ns.Annotations[v1.AnnotationOwner] != sbx.Spec.Owner {
-		t.Errorf("namespace %s labels %v annotations %v do not name sandbox and owner", nsName, ns.Labels, ns.Annotations)
-	}
-	if ref := metav1.GetControllerOf(ns); ref == nil || ref.UID != sbx.UID {
-		t.Errorf("namespace %s is not controlled by the sandbox: %v", nsName, ns.OwnerReferences)
-	}
+	// A claimed member is relabelled for its sandbox after Ready.
+	testcluster.Eventually(t, "namespace "+nsName+" naming its sandbox and owner, controlled by the sandbox", func() (bool, string) {
+		if err := c.Get(ctx, types.NamespacedName{Name: nsName}, ns); err != nil {
+			return false, err.Error()
+		}
+		ref := metav1.GetControllerOf(ns)
+		return ns.Labels[v1.LabelSandbox] == sbx.Name && ns.Annotations[v1.AnnotationOwner] == sbx.Spec.Owner && ref != nil && ref.UID == sbx.UID,
+			fmt.Sprintf("labels %v, annotations %v, owners %v", ns.Labels, ns.Annotations, ns.OwnerReferences)
+	})
 
 	np := &networkingv1.NetworkPolicy{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: nsName, Name: "sandbox"}, np); err != nil {

@@ -18,13 +18,13 @@ import (
 // Claims: a pass that starts from a cache which has not seen the claim's
 // own write yet must not claim a second member, nor take the member for
 // someone else's namespace. Members being claimed: concurrent claims of
-// one pool skip them instead of losing a conditional update to a member
+// one pool skip them instead of losing the binding's create to a member
 // the cache still shows free. Wakes: the wake latency metric is observed
 // when the sandbox is Ready again.
 //
 // Losing it on a restart is harmless: a new process starts from a fresh
-// list, which shows every claim made before it (the label the claim put
-// on the member), and a wake forgotten is one observation fewer.
+// list, which shows every claim made before it (the binding the claim
+// created in the member), and a wake forgotten is one observation fewer.
 type memory struct {
 	mu sync.Mutex
 	// claims holds, by sandbox name, the member this process claimed for
@@ -39,8 +39,9 @@ type memory struct {
 	created creationClock
 }
 
-// memberClaim is a member namespace, as the claim wrote it, and the sandbox
-// that claimed it.
+// memberClaim is a member namespace, as the claim leaves it once
+// relabelled (environment.ClaimedNamespace), and the sandbox that claimed
+// it.
 type memberClaim struct {
 	sandbox   types.UID
 	namespace *corev1.Namespace

@@ -18,7 +18,8 @@ import (
 
 // A sandbox's namespace is its only if the reconciler created it for that
 // Sandbox, or claimed a warm member for it: the namespace's controller
-// reference carries the Sandbox's UID. Only the reconciler and cluster
+// reference carries the Sandbox's UID (a claimed member's once it is
+// relabelled; until then its owner's binding names the Sandbox's UID). Only the reconciler and cluster
 // administrators can write a namespace's owner references, and a namespace
 // is created with a plain create that fails when the name is taken, so a
 // Sandbox never adopts a namespace that exists: not an administrator's, not
@@ -40,16 +41,14 @@ func ownsNamespace(ns *corev1.Namespace, sbx *v1.Sandbox) bool {
 }
 
 // ensureNamespace makes sure the sandbox's namespace exists and is the
-// sandbox's own, creating it when it is missing. created says this pass
+// sandbox's own, creating it when it is missing, or completing the claim
+// of a member whose relabel did not land (adoptClaimed). created says this pass
 // created it (its objects are all still to be made); a non-nil taken says
 // why the sandbox cannot use the name, and nothing in that namespace was
 // changed. Only an answer that the namespace is the sandbox's is taken from
 // the cache: it may lag behind a claim or a deletion, so anything else is
 // asked of the API server, which is rare and off the claim path.
 func (r *Reconciler) ensureNamespace(ctx context.Context, sbx *v1.Sandbox, bp environment.Blueprint) (created bool, taken *problem.Problem, err error) {
-	if ns := r.memory.claimOf(sbx); ns != nil && ns.Name == bp.Namespace() {
-		return false, nil, nil // claimed by this process; the cache may not show it yet
-	}
 	key := types.NamespacedName{Name: bp.Namespace()}
 	ns := &corev1.Namespace{}
 	switch err = r.Get(ctx, key, ns); {
@@ -74,6 +73,9 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, sbx *v1.Sandbox, bp en
 	}
 	if ownsNamespace(ns, sbx) {
 		return false, nil, nil
+	}
+	if adopted, err := r.adoptClaimed(ctx, sbx, ns); err != nil || adopted {
+		return false, nil, err
 	}
 	return false, r.namespaceTaken(ctx, sbx, ns), nil
 }
@@ -121,7 +123,7 @@ func (r *Reconciler) deleteEnvironment(ctx context.Context, ns *corev1.Namespace
 }
 
 // removeLeftBehind deletes the orphaned environments of a Sandbox that is
-// gone. Garbage collection deletes those that still have their owner
+// gone, and the members claimed for it that were not relabelled yet. Garbage collection deletes those that still have their owner
 // reference (a normal delete); a delete with propagationPolicy Orphan
 // strips the reference instead and would leave the former owner inside a
 // live namespace, and the next Sandbox of that name next to it. The label
@@ -131,6 +133,9 @@ func (r *Reconciler) removeLeftBehind(ctx context.Context, name string) error {
 	// rare enough to ask the API server.
 	if err := r.apiReader.Get(ctx, types.NamespacedName{Name: name}, &v1.Sandbox{}); !apierrors.IsNotFound(err) {
 		return client.IgnoreNotFound(err)
+	}
+	if err := r.deleteUnadopted(ctx, name, ""); err != nil {
+		return err
 	}
 	list := &corev1.NamespaceList{}
 	if err := r.List(ctx, list, client.MatchingLabels{v1.LabelSandbox: name, v1.LabelManagedBy: v1.ManagedByValue}); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,6 +18,7 @@ import (
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 )
 
 func newPool(t *testing.T, c client.Client, tpl *v1.SandboxTemplate, replicas int32, mutate func(*v1.WarmPool)) *v1.WarmPool {
@@ -71,13 +73,20 @@ func TestWarmClaimHandsOutAReadyMember(t *testing.T) {
 		t.Fatalf("launch %s (%s), claimed at %v: want a warm claim", got.Status.LaunchType, got.Status.LaunchMessage, got.Status.ClaimedAt)
 	}
 	assertIsolated(t, c, got)
-	ns := &corev1.Namespace{}
-	if err := c.Get(ctx, types.NamespacedName{Name: got.Status.Namespace}, ns); err != nil {
+	binding := &rbacv1.RoleBinding{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: got.Status.Namespace, Name: environment.OwnerBindingName}, binding); err != nil {
 		t.Fatal(err)
 	}
-	if ns.Labels[v1.LabelMember] != v1.MemberClaimed || !metav1.IsControlledBy(ns, got) {
-		t.Errorf("claimed member %s: labels %v, owners %v", ns.Name, ns.Labels, ns.OwnerReferences)
+	if binding.Labels[v1.LabelMember] != v1.MemberClaimed || binding.Labels[v1.LabelSandboxUID] != string(got.UID) {
+		t.Errorf("the claim's binding in %s is labelled %v, want the claim of sandbox %s", got.Status.Namespace, binding.Labels, got.UID)
 	}
+	// The member is relabelled for the sandbox after it is Ready.
+	ns := &corev1.Namespace{}
+	testcluster.Eventually(t, "the claimed member relabelled for its sandbox", func() (bool, string) {
+		err := c.Get(ctx, types.NamespacedName{Name: got.Status.Namespace}, ns)
+		return err == nil && ns.Labels[v1.LabelMember] == v1.MemberClaimed && metav1.IsControlledBy(ns, got),
+			fmt.Sprintf("labels %v, owners %v, %v", ns.Labels, ns.OwnerReferences, err)
+	})
 	waitPoolReady(t, c, pool, 2)
 
 	if err := c.Delete(ctx, got); err != nil {

@@ -1,7 +1,7 @@
 // Package warmpool is the WarmPool controller: it keeps spec.replicas
 // members — complete sandbox environments with a Ready pod, owned by the
-// pool — so a Sandbox with a warmPoolRef is served by relabelling one
-// instead of building one. Members are rolled when the template changes,
+// pool — so a Sandbox with a warmPoolRef is served by taking one (the
+// create of its owner's binding) instead of building one. Members are rolled when the template changes,
 // per the pool's update strategy.
 package warmpool
 
@@ -13,6 +13,7 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -122,6 +123,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1.WarmPool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Namespace{}, r.memberEvents()).
 		Watches(&corev1.Pod{}, r.memberEvents()).
+		// A claim takes a member by creating its owner's binding.
+		Watches(&rbacv1.RoleBinding{}, r.memberEvents()).
 		Watches(&v1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfTemplate)).
 		WithOptions(controller.Options{
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
@@ -133,6 +136,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=warmpools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=warmpools/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=agentsandbox.dev,resources=sandboxes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=list
 
@@ -187,9 +192,12 @@ func (r *Reconciler) reconcile(ctx context.Context, pool *v1.WarmPool) outcome {
 		return outcome{problem: p, err: err}
 	}
 	o := outcome{templateHash: tpl.Status.ContentHash, want: int(pool.DesiredReplicas())}
-	members, err := environment.Members(ctx, r.Client, pool)
+	members, taken, err := environment.Members(ctx, r.Client, pool)
 	if err != nil {
 		o.err = err
+		return o
+	}
+	if o.takenIn, o.err = r.settleTaken(ctx, taken, time.Now()); o.err != nil {
 		return o
 	}
 	var drop []environment.Member
@@ -239,17 +247,17 @@ func (r *Reconciler) removeOrphanedMembers(ctx context.Context, pool string) err
 		if ns.DeletionTimestamp != nil || metav1.GetControllerOf(ns) != nil {
 			continue
 		}
-		err := r.Delete(ctx, ns, client.Preconditions{UID: &ns.UID, ResourceVersion: &ns.ResourceVersion})
-		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-			return fmt.Errorf("failed to delete orphaned member %s: %w", ns.Name, err)
+		if err := r.takeAndDelete(ctx, ns); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// memberEvents enqueues the pool of a member namespace or pod memberBatch
-// after the change, and notes when a member is claimed; a claim that is no
-// part of a burst enqueues it at once.
+// memberEvents enqueues the pool of a member namespace, pod or binding
+// memberBatch after the change, and notes when a member is claimed (its
+// claim binding created); a claim that is no part of a burst enqueues it
+// at once.
 func (r *Reconciler) memberEvents() handler.EventHandler {
 	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		if name, ok := obj.GetLabels()[v1.LabelWarmPool]; ok {
@@ -258,12 +266,9 @@ func (r *Reconciler) memberEvents() handler.EventHandler {
 	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.Object, q)
-		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if e.ObjectOld.GetLabels()[v1.LabelMember] == v1.MemberAvailable && e.ObjectNew.GetLabels()[v1.LabelMember] == v1.MemberClaimed {
-				pool, now := e.ObjectNew.GetLabels()[v1.LabelWarmPool], time.Now()
-				r.memory.claimed(pool, e.ObjectNew.GetName(), now)
+			if _, claim := e.Object.(*rbacv1.RoleBinding); claim && e.Object.GetLabels()[v1.LabelMember] == v1.MemberClaimed {
+				pool, now := e.Object.GetLabels()[v1.LabelWarmPool], time.Now()
+				r.memory.claimed(pool, e.Object.GetNamespace(), now)
 				if !inBurst(r.memory.recentClaims(pool), now) {
 					// A claim on its own: nothing to batch it with, and
 					// the next claim may come within the second.
@@ -271,6 +276,9 @@ func (r *Reconciler) memberEvents() handler.EventHandler {
 					return
 				}
 			}
+			enqueue(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			enqueue(e.ObjectNew, q)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {

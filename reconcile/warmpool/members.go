@@ -13,6 +13,8 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
@@ -104,22 +106,114 @@ func inBurst(claims []time.Time, now time.Time) bool {
 	return len(claims) >= burstClaims && now.Sub(claims[0]) <= claimQuiet
 }
 
-// trim deletes the members plan dropped and counts them by why. Each
-// delete is conditional on the resourceVersion the cache saw: a member a
-// Sandbox claimed meanwhile has changed and is not deleted.
+// trim deletes the members plan dropped and counts them by why. Each is
+// taken first (takeAndDelete): a member a Sandbox claimed meanwhile is not
+// deleted.
 func (r *Reconciler) trim(ctx context.Context, drop []environment.Member, strategy v1.WarmPoolUpdateStrategyType, hash string) (deletions, error) {
 	var deleted deletions
 	for _, m := range drop {
-		ns := m.Namespace.DeepCopy()
-		err := r.Delete(ctx, ns, client.Preconditions{UID: &ns.UID, ResourceVersion: &ns.ResourceVersion})
-		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-			return deleted, fmt.Errorf("failed to delete member %s: %w", ns.Name, err)
+		took, err := r.take(ctx, m.Namespace)
+		if err != nil {
+			return deleted, err
 		}
-		if err == nil {
-			deleted.count(strategy == v1.RecreateUpdateStrategy && ns.Labels[v1.LabelTemplateHash] != hash)
+		if !took {
+			continue
 		}
+		if err := r.deleteMember(ctx, m.Namespace); err != nil {
+			return deleted, err
+		}
+		deleted.count(strategy == v1.RecreateUpdateStrategy && m.Namespace.Labels[v1.LabelTemplateHash] != hash)
 	}
 	return deleted, nil
+}
+
+// take takes a member for the pool to delete, with the create of its
+// trim binding (environment.TrimBinding), and tells whether the pool has
+// it: a claim that created the member's binding first has it instead, and
+// a member going already needs nobody.
+func (r *Reconciler) take(ctx context.Context, ns *corev1.Namespace) (bool, error) {
+	err := r.Create(ctx, environment.TrimBinding(ns))
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		return false, nil
+	}
+	return false, fmt.Errorf("failed to take member %s to delete it: %w", ns.Name, err)
+}
+
+// takeAndDelete deletes a member the pool takes (take).
+func (r *Reconciler) takeAndDelete(ctx context.Context, ns *corev1.Namespace) error {
+	took, err := r.take(ctx, ns)
+	if err != nil || !took {
+		return err
+	}
+	return r.deleteMember(ctx, ns)
+}
+
+// deleteMember deletes a member's namespace, provided it is still the one
+// that was looked at.
+func (r *Reconciler) deleteMember(ctx context.Context, ns *corev1.Namespace) error {
+	uid := ns.UID
+	err := r.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}, client.Preconditions{UID: &uid})
+	if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("failed to delete member %s: %w", ns.Name, err)
+	}
+	return nil
+}
+
+// abandonedClaim is how long a claimed member may wait for its relabel
+// before the pool asks whether its claim was abandoned. The relabel
+// follows the claim within milliseconds; a reconciler that stopped in
+// between does it on its next pass of the sandbox.
+const abandonedClaim = 30 * time.Second
+
+// settleTaken finishes what took members and stopped before the end: a
+// trim that took a member deletes it; a claim whose Sandbox is gone, or
+// whose Sandbox's status names another namespace (it lost to another
+// reconciler's claim), leaves a member nobody will relabel, which is
+// deleted too, not handed back: its owner had access. A claim younger than
+// abandonedClaim is left alone; settleTaken says how soon the youngest
+// such claim reaches that age.
+func (r *Reconciler) settleTaken(ctx context.Context, taken []environment.Taken, now time.Time) (time.Duration, error) {
+	var next time.Duration
+	for _, t := range taken {
+		if t.Binding.Labels[v1.LabelMember] == v1.MemberClaimed {
+			if wait := abandonedClaim - now.Sub(environment.ClaimedAt(t.Binding)); wait > 0 {
+				if next == 0 || wait < next {
+					next = wait
+				}
+				continue
+			}
+			abandoned, err := r.claimAbandoned(ctx, t)
+			if err != nil {
+				return next, err
+			}
+			if !abandoned {
+				continue
+			}
+		}
+		if err := r.deleteMember(ctx, t.Namespace); err != nil {
+			return next, err
+		}
+	}
+	return next, nil
+}
+
+// claimAbandoned tells whether a claimed member will never be relabelled:
+// its Sandbox is gone, or names another namespace. The Sandbox is read
+// past the cache, which may lag behind a Sandbox's create; this is rare.
+func (r *Reconciler) claimAbandoned(ctx context.Context, t environment.Taken) (bool, error) {
+	sbx := &v1.Sandbox{}
+	err := r.apiReader.Get(ctx, types.NamespacedName{Name: t.Binding.Labels[v1.LabelSandbox]}, sbx)
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("failed to get the sandbox that claimed member %s: %w", t.Namespace.Name, err)
+	}
+	return string(sbx.UID) != t.Binding.Labels[v1.LabelSandboxUID] ||
+		sbx.Status.Namespace != "" && sbx.Status.Namespace != t.Namespace.Name, nil
 }
 
 // memberBuild is one member's objects still to create.

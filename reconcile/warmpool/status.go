@@ -51,6 +51,9 @@ type outcome struct {
 	// verdictIn is how soon a member placed and not yet started has been
 	// so for NotTransient; zero when none is on its way.
 	verdictIn time.Duration
+	// takenIn is how soon a claimed member not relabelled yet has been so
+	// for abandonedClaim; zero when none is.
+	takenIn time.Duration
 	// err is a failure before the pool's members were known.
 	err error
 }
@@ -131,8 +134,10 @@ func (o outcome) next() (ctrl.Result, error) {
 	case o.pending:
 		after = expectationTTL
 	}
-	if o.verdictIn > 0 && (after == 0 || o.verdictIn < after) {
-		after = o.verdictIn
+	for _, in := range []time.Duration{o.verdictIn, o.takenIn} {
+		if in > 0 && (after == 0 || in < after) {
+			after = in
+		}
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
