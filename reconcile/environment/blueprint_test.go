@@ -2,12 +2,12 @@ package environment
 
 import (
 	"net/netip"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -87,13 +87,7 @@ func TestMergeEnvFollowsThePolicy(t *testing.T) {
 // nothing that selects sandboxes' namespaces can tell them apart, and the
 // Sandbox controls it.
 func TestClaimedNamespaceIsLabelledAsTheSandboxsOwn(t *testing.T) {
-	pool := &v1.WarmPool{ObjectMeta: metav1.ObjectMeta{Name: "python", UID: "pool-uid"}}
-	tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "python"}}
-	member := ForMember(pool, "sandbox-wp-python-x1", tpl, nil).NamespaceObject()
-	sbx := &v1.Sandbox{
-		ObjectMeta: metav1.ObjectMeta{Name: "alice-1", UID: "sbx-uid"},
-		Spec:       v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: "python"}, Owner: "alice@example.com"},
-	}
+	pool, tpl, member, sbx := claimOfPython("alice@example.com")
 	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
 	claimed := ClaimedNamespace(member, sbx, now)
 	cold := ForSandbox(sbx, member.Name, tpl, nil, nil).NamespaceObject()
@@ -120,17 +114,11 @@ func TestClaimedNamespaceIsLabelledAsTheSandboxsOwn(t *testing.T) {
 // says which sandbox claimed the member and when; the pool's trim binding
 // grants nobody anything.
 func TestClaimBindingGrantsWhatTheSandboxsBindingDoes(t *testing.T) {
-	pool := &v1.WarmPool{ObjectMeta: metav1.ObjectMeta{Name: "python", UID: "pool-uid"}}
-	tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "python"}}
-	member := ForMember(pool, "sandbox-wp-python-x1", tpl, nil).NamespaceObject()
-	sbx := &v1.Sandbox{
-		ObjectMeta: metav1.ObjectMeta{Name: "alice-1", UID: "sbx-uid"},
-		Spec:       v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: "python"}, Owner: "system:serviceaccount:agents:alice"},
-	}
+	_, tpl, member, sbx := claimOfPython("system:serviceaccount:agents:alice")
 	now := time.Date(2026, 12, 4, 12, 0, 0, 500, time.UTC)
 	claim := ClaimBinding(member, sbx, now)
 	own := ForSandbox(sbx, member.Name, tpl, nil, nil).RoleBinding()
-	if claim.Name != own.Name || claim.Namespace != own.Namespace || claim.RoleRef != own.RoleRef || !reflect.DeepEqual(claim.Subjects, own.Subjects) {
+	if claim.Name != own.Name || claim.Namespace != own.Namespace || claim.RoleRef != own.RoleRef || !cmp.Equal(claim.Subjects, own.Subjects) {
 		t.Errorf("claim binding %s/%s %v %v, the sandbox's %s/%s %v %v", claim.Namespace, claim.Name, claim.RoleRef, claim.Subjects, own.Namespace, own.Name, own.RoleRef, own.Subjects)
 	}
 	for key, want := range map[string]string{
@@ -151,4 +139,16 @@ func TestClaimBindingGrantsWhatTheSandboxsBindingDoes(t *testing.T) {
 	if !ClaimedAt(trim).IsZero() {
 		t.Error("a trim binding carries a claim time")
 	}
+}
+
+// claimOfPython is a member of the pool python and a sandbox of owner
+// claiming from it.
+func claimOfPython(owner string) (*v1.WarmPool, *v1.SandboxTemplate, *corev1.Namespace, *v1.Sandbox) {
+	pool := &v1.WarmPool{ObjectMeta: metav1.ObjectMeta{Name: "python", UID: "pool-uid"}}
+	tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: "python"}}
+	sbx := &v1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Name: "alice-1", UID: "sbx-uid"},
+		Spec:       v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: "python"}, Owner: owner},
+	}
+	return pool, tpl, ForMember(pool, "sandbox-wp-python-x1", tpl, nil).NamespaceObject(), sbx
 }

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -173,4 +174,16 @@ func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member,
 		return members[i].Namespace.CreationTimestamp.Before(&members[j].Namespace.CreationTimestamp)
 	})
 	return members, taken, nil
+}
+
+// DeleteNamespace deletes a sandbox's or member's namespace, and with it
+// everything in it, provided it is still the namespace that was looked at
+// (its UID): a namespace of the same name made since is someone else's.
+func DeleteNamespace(ctx context.Context, c client.Writer, ns *corev1.Namespace) error {
+	uid := ns.UID
+	err := c.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}, client.Preconditions{UID: &uid})
+	if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("failed to delete namespace %s: %w", ns.Name, err)
+	}
+	return nil
 }

@@ -43,7 +43,7 @@ func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res reso
 		// not handed back: its owner was given access to it.
 		for _, ns := range held {
 			if ns.Name != sbx.Status.Namespace && ns.DeletionTimestamp == nil {
-				if err := r.deleteEnvironment(ctx, ns); err != nil {
+				if err := environment.DeleteNamespace(ctx, r.Client, ns); err != nil {
 					return "", nil, err
 				}
 			}
@@ -112,7 +112,7 @@ func (r *Reconciler) heldNamespaces(ctx context.Context, sbx *v1.Sandbox) ([]*co
 		case ownsNamespace(ns, sbx):
 			held = append(held, ns)
 		case ns.DeletionTimestamp == nil:
-			if err := r.deleteEnvironment(ctx, ns); err != nil {
+			if err := environment.DeleteNamespace(ctx, r.Client, ns); err != nil {
 				return nil, err
 			}
 		}
@@ -124,7 +124,7 @@ func (r *Reconciler) heldNamespaces(ctx context.Context, sbx *v1.Sandbox) ([]*co
 	for _, c := range claims {
 		switch {
 		case c.binding.Labels[v1.LabelSandboxUID] != string(sbx.UID):
-			if err := r.deleteEnvironment(ctx, c.member); err != nil {
+			if err := environment.DeleteNamespace(ctx, r.Client, c.member); err != nil {
 				return nil, err
 			}
 		case !slices.ContainsFunc(held, func(ns *corev1.Namespace) bool { return ns.Name == c.member.Name }):

@@ -93,7 +93,7 @@ func (r *Reconciler) deleteUnadopted(ctx context.Context, name string, uid types
 	}
 	for _, c := range claims {
 		if uid == "" || c.binding.Labels[v1.LabelSandboxUID] == string(uid) {
-			if err := r.deleteEnvironment(ctx, c.member); err != nil {
+			if err := environment.DeleteNamespace(ctx, r.Client, c.member); err != nil {
 				return err
 			}
 		}

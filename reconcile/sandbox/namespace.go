@@ -86,7 +86,7 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, sbx *v1.Sandbox, bp en
 // else is a conflict the sandbox waits on, touching nothing.
 func (r *Reconciler) namespaceTaken(ctx context.Context, sbx *v1.Sandbox, ns *corev1.Namespace) *problem.Problem {
 	if ns.DeletionTimestamp == nil && leftBehind(ns, sbx) {
-		if err := r.deleteEnvironment(ctx, ns); err != nil {
+		if err := environment.DeleteNamespace(ctx, r.Client, ns); err != nil {
 			return problem.New(v1.ReasonNamespaceTerminating,
 				"namespace %s was left by an earlier sandbox named %s and could not be deleted yet: %v", ns.Name, sbx.Name, err)
 		}
@@ -110,18 +110,6 @@ func leftBehind(ns *corev1.Namespace, sbx *v1.Sandbox) bool {
 		!metav1.IsControlledBy(ns, sbx)
 }
 
-// deleteEnvironment deletes a sandbox namespace, and with it the owner's
-// binding, the pod and the workspace, provided it is still the namespace
-// that was looked at.
-func (r *Reconciler) deleteEnvironment(ctx context.Context, ns *corev1.Namespace) error {
-	uid := ns.UID
-	err := r.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}, client.Preconditions{UID: &uid})
-	if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-		return fmt.Errorf("failed to delete namespace %s: %w", ns.Name, err)
-	}
-	return nil
-}
-
 // removeLeftBehind deletes the orphaned environments of a Sandbox that is
 // gone, and the members claimed for it that were not relabelled yet. Garbage collection deletes those that still have their owner
 // reference (a normal delete); a delete with propagationPolicy Orphan
@@ -143,7 +131,7 @@ func (r *Reconciler) removeLeftBehind(ctx context.Context, name string) error {
 	}
 	for i := range list.Items {
 		if ns := &list.Items[i]; ns.DeletionTimestamp == nil && metav1.GetControllerOf(ns) == nil {
-			if err := r.deleteEnvironment(ctx, ns); err != nil {
+			if err := environment.DeleteNamespace(ctx, r.Client, ns); err != nil {
 				return err
 			}
 		}

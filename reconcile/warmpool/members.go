@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -119,7 +118,7 @@ func (r *Reconciler) trim(ctx context.Context, drop []environment.Member, strate
 		if !took {
 			continue
 		}
-		if err := r.deleteMember(ctx, m.Namespace); err != nil {
+		if err := environment.DeleteNamespace(ctx, r.Client, m.Namespace); err != nil {
 			return deleted, err
 		}
 		deleted.count(strategy == v1.RecreateUpdateStrategy && m.Namespace.Labels[v1.LabelTemplateHash] != hash)
@@ -148,18 +147,7 @@ func (r *Reconciler) takeAndDelete(ctx context.Context, ns *corev1.Namespace) er
 	if err != nil || !took {
 		return err
 	}
-	return r.deleteMember(ctx, ns)
-}
-
-// deleteMember deletes a member's namespace, provided it is still the one
-// that was looked at.
-func (r *Reconciler) deleteMember(ctx context.Context, ns *corev1.Namespace) error {
-	uid := ns.UID
-	err := r.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns.Name}}, client.Preconditions{UID: &uid})
-	if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
-		return fmt.Errorf("failed to delete member %s: %w", ns.Name, err)
-	}
-	return nil
+	return environment.DeleteNamespace(ctx, r.Client, ns)
 }
 
 // abandonedClaim is how long a claimed member may wait for its relabel
@@ -193,7 +181,7 @@ func (r *Reconciler) settleTaken(ctx context.Context, taken []environment.Taken,
 				continue
 			}
 		}
-		if err := r.deleteMember(ctx, t.Namespace); err != nil {
+		if err := environment.DeleteNamespace(ctx, r.Client, t.Namespace); err != nil {
 			return next, err
 		}
 	}
