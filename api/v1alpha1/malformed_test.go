@@ -29,12 +29,7 @@ func TestMalformedObjectsAreInvalidNotForbidden(t *testing.T) {
 	t.Parallel()
 	cluster := testcluster.Get(t)
 	developer := testcluster.Name("typo") + "@example.com"
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("typo-users")},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "agentsandbox-user"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: developer}},
-	}
-	create(t, cluster.Client, binding)
+	cluster.BindUsers(t, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: developer})
 
 	cases := []struct {
 		name string

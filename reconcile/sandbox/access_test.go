@@ -103,7 +103,7 @@ func TestServiceAccountsAreNotAdmins(t *testing.T) {
 	admin := cluster.Client
 	account := testcluster.Name("team")
 	username := "system:serviceaccount:agentsandbox-system:" + account
-	bindUsers(t, admin, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "agentsandbox-system", Name: account})
+	cluster.BindUsers(t, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "agentsandbox-system", Name: account})
 	asAccount := impersonate(t, cluster, username, "system:serviceaccounts", "system:serviceaccounts:agentsandbox-system")
 	alice := testcluster.Name("alice") + "@example.com"
 	tpl := newTemplate(t, admin, nil)
@@ -123,22 +123,8 @@ func TestServiceAccountsAreNotAdmins(t *testing.T) {
 func newUser(t *testing.T, cluster *testcluster.Cluster, prefix string) (string, client.Client) {
 	t.Helper()
 	name := testcluster.Name(prefix) + "@example.com"
-	bindUsers(t, cluster.Client, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name})
+	cluster.BindUsers(t, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name})
 	return name, impersonate(t, cluster, name)
-}
-
-// bindUsers grants the subjects agentsandbox-user for the test.
-func bindUsers(t *testing.T, admin client.Client, subjects ...rbacv1.Subject) {
-	t.Helper()
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("sandbox-users")},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "agentsandbox-user"},
-		Subjects:   subjects,
-	}
-	if err := admin.Create(context.Background(), binding); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = admin.Delete(context.Background(), binding) })
 }
 
 // mayNotActFor checks that who, acting through c, may not create a sandbox

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -31,24 +32,52 @@ type Developer struct {
 // agentsandbox-user for the duration of the test.
 func (c *Cluster) Developers(t testing.TB, prefixes ...string) []Developer {
 	t.Helper()
-	ctx := context.Background()
-	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: Name("developers")},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "agentsandbox-user"},
-	}
 	var devs []Developer
+	var subjects []rbacv1.Subject
 	for _, p := range prefixes {
 		d := Developer{Name: Name(p) + "@example.com", Config: rest.CopyConfig(c.Config)}
 		d.Config.Impersonate = rest.ImpersonationConfig{UserName: d.Name, Groups: []string{"system:authenticated"}}
 		d.Kubeconfig = c.impersonatingKubeconfig(t, d.Name)
-		binding.Subjects = append(binding.Subjects, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: d.Name})
+		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: d.Name})
 		devs = append(devs, d)
+	}
+	c.BindUsers(t, subjects...)
+	return devs
+}
+
+// BindUsers binds the subjects (users or ServiceAccounts) to
+// agentsandbox-user for the duration of the test, and returns once the API
+// server's authorizer says so: it learns of a binding from its own watch,
+// moments after the create returned.
+func (c *Cluster) BindUsers(t testing.TB, subjects ...rbacv1.Subject) {
+	t.Helper()
+	ctx := context.Background()
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: Name("sandbox-users")},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "agentsandbox-user"},
+		Subjects:   subjects,
 	}
 	if err := c.Client.Create(ctx, binding); err != nil {
 		t.Fatalf("bind agentsandbox-user: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Client.Delete(context.Background(), binding) })
-	return devs
+	for _, s := range subjects {
+		user, groups := s.Name, []string{"system:authenticated"}
+		if s.Kind == rbacv1.ServiceAccountKind {
+			user = "system:serviceaccount:" + s.Namespace + ":" + s.Name
+			groups = append(groups, "system:serviceaccounts", "system:serviceaccounts:"+s.Namespace)
+		}
+		Eventually(t, user+" bound to agentsandbox-user", func() (bool, string) {
+			review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: user, Groups: groups,
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Group: v1.GroupVersion.Group, Resource: "sandboxtemplates"},
+			}}
+			if err := c.Client.Create(ctx, review); err != nil {
+				return false, err.Error()
+			}
+			return review.Status.Allowed, "not allowed yet: " + review.Status.Reason
+		})
+	}
 }
 
 // Claim claims a Ready sandbox from the template as the developer, through
