@@ -1,8 +1,8 @@
 // Package warmpool is the WarmPool controller: it keeps spec.replicas
 // members — complete sandbox environments with a Ready pod, owned by the
 // pool — so a Sandbox with a warmPoolRef is served by taking one (the
-// create of its owner's binding) instead of building one. Members are rolled when the template changes,
-// per the pool's update strategy.
+// create of its owner's binding) instead of building one. Members are
+// rolled when the template changes, per the pool's update strategy.
 package warmpool
 
 import (
@@ -266,7 +266,9 @@ func (r *Reconciler) memberEvents() handler.EventHandler {
 	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if _, claim := e.Object.(*rbacv1.RoleBinding); claim && e.Object.GetLabels()[v1.LabelMember] == v1.MemberClaimed {
+			// A claim is a claim binding created now; the first list shows
+			// every claim made before.
+			if _, binding := e.Object.(*rbacv1.RoleBinding); binding && !e.IsInInitialList && e.Object.GetLabels()[v1.LabelMember] == v1.MemberClaimed {
 				pool, now := e.Object.GetLabels()[v1.LabelWarmPool], time.Now()
 				r.memory.claimed(pool, e.Object.GetNamespace(), now)
 				if !inBurst(r.memory.recentClaims(pool), now) {
