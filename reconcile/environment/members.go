@@ -48,10 +48,9 @@ func ForMember(pool *v1.WarmPool, namespace string, tpl *v1.SandboxTemplate, nod
 // sandbox, by name and UID, so the claim is found before the namespace is
 // relabelled (ClaimedNamespace) and after a crash in between.
 func ClaimBinding(member *corev1.Namespace, sbx *v1.Sandbox, now time.Time) *rbacv1.RoleBinding {
-	b := ownerBinding(member.Name, map[string]string{
-		v1.LabelManagedBy: v1.ManagedByValue, v1.LabelWarmPool: member.Labels[v1.LabelWarmPool],
-		v1.LabelMember: v1.MemberClaimed, v1.LabelSandbox: sbx.Name, v1.LabelSandboxUID: string(sbx.UID),
-	}, ownerSubject(sbx.Spec.Owner))
+	l := takeLabels(member, v1.MemberClaimed)
+	l[v1.LabelSandbox], l[v1.LabelSandboxUID] = sbx.Name, string(sbx.UID)
+	b := ownerBinding(member.Name, l, ownerSubject(sbx.Spec.Owner))
 	b.Annotations = map[string]string{v1.AnnotationClaimedAt: now.UTC().Format(time.RFC3339Nano)}
 	return b
 }
@@ -60,9 +59,23 @@ func ClaimBinding(member *corev1.Namespace, sbx *v1.Sandbox, now time.Time) *rba
 // for its pool to delete: a member is deleted only after the pool won it
 // from any claim (ClaimBinding).
 func TrimBinding(member *corev1.Namespace) *rbacv1.RoleBinding {
-	return ownerBinding(member.Name, map[string]string{
-		v1.LabelManagedBy: v1.ManagedByValue, v1.LabelWarmPool: member.Labels[v1.LabelWarmPool], v1.LabelMember: v1.MemberTrimmed,
-	})
+	return ownerBinding(member.Name, takeLabels(member, v1.MemberTrimmed))
+}
+
+// takeLabels are the labels of a binding that takes member: its pool's,
+// and who took it.
+func takeLabels(member *corev1.Namespace, by string) map[string]string {
+	l := managedLabels()
+	l[v1.LabelWarmPool], l[v1.LabelMember] = member.Labels[v1.LabelWarmPool], by
+	return l
+}
+
+// TakenBefore tells a failed create of a member's binding (ClaimBinding,
+// TrimBinding) that found the member taken already, gone, or being
+// deleted: a member that is not to be had, rather than a failure.
+func TakenBefore(err error) bool {
+	return apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) ||
+		apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }
 
 // ClaimedAt is when the claim that wrote obj (a ClaimBinding or a

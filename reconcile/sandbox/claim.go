@@ -207,7 +207,7 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 		attempts++
 		now := metav1.NewTime(time.Now())
 		err := r.Create(ctx, environment.ClaimBinding(ns, sbx, now.Time))
-		if lostClaim(err) {
+		if environment.TakenBefore(err) {
 			r.memory.release(ns.Name)
 			continue // another claim or the pool's trim took this member, or it is going
 		}
@@ -227,13 +227,6 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 		return member, nil
 	}
 	return nil, nil
-}
-
-// lostClaim tells a claim's create that found the member taken (a binding
-// exists), gone, or being deleted.
-func lostClaim(err error) bool {
-	return apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) ||
-		apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }
 
 // claimLanded reads the member's binding past the cache and tells, with

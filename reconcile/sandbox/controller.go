@@ -191,7 +191,7 @@ type outcome struct {
 	err          error
 	failedReason string
 	// claimed is the member this pass claimed, as the cache showed it: its
-	// namespace is relabelled for the sandbox once the status names it.
+	// namespace is relabelled for the sandbox once the status write landed.
 	claimed *corev1.Namespace
 	// namespace and observed are what a pass that converged the pod saw.
 	namespace string

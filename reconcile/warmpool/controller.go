@@ -247,7 +247,7 @@ func (r *Reconciler) removeOrphanedMembers(ctx context.Context, pool string) err
 		if ns.DeletionTimestamp != nil || metav1.GetControllerOf(ns) != nil {
 			continue
 		}
-		if err := r.takeAndDelete(ctx, ns); err != nil {
+		if _, err := r.takeAndDelete(ctx, ns); err != nil {
 			return err
 		}
 	}

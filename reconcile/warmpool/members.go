@@ -105,49 +105,35 @@ func inBurst(claims []time.Time, now time.Time) bool {
 	return len(claims) >= burstClaims && now.Sub(claims[0]) <= claimQuiet
 }
 
-// trim deletes the members plan dropped and counts them by why. Each is
-// taken first (takeAndDelete): a member a Sandbox claimed meanwhile is not
-// deleted.
+// trim deletes the members plan dropped (takeAndDelete) and counts them
+// by why; a member a Sandbox claimed meanwhile is not deleted.
 func (r *Reconciler) trim(ctx context.Context, drop []environment.Member, strategy v1.WarmPoolUpdateStrategyType, hash string) (deletions, error) {
 	var deleted deletions
 	for _, m := range drop {
-		took, err := r.take(ctx, m.Namespace)
+		took, err := r.takeAndDelete(ctx, m.Namespace)
 		if err != nil {
 			return deleted, err
 		}
-		if !took {
-			continue
+		if took {
+			deleted.count(strategy == v1.RecreateUpdateStrategy && m.Namespace.Labels[v1.LabelTemplateHash] != hash)
 		}
-		if err := environment.DeleteNamespace(ctx, r.Client, m.Namespace); err != nil {
-			return deleted, err
-		}
-		deleted.count(strategy == v1.RecreateUpdateStrategy && m.Namespace.Labels[v1.LabelTemplateHash] != hash)
 	}
 	return deleted, nil
 }
 
-// take takes a member for the pool to delete, with the create of its
-// trim binding (environment.TrimBinding), and tells whether the pool has
-// it: a claim that created the member's binding first has it instead, and
-// a member going already needs nobody.
-func (r *Reconciler) take(ctx context.Context, ns *corev1.Namespace) (bool, error) {
+// takeAndDelete takes a member for the pool, with the create of its trim
+// binding (environment.TrimBinding), and deletes it; it tells whether it
+// did. A claim that created the member's binding first has it instead,
+// and a member going already needs nobody.
+func (r *Reconciler) takeAndDelete(ctx context.Context, ns *corev1.Namespace) (bool, error) {
 	err := r.Create(ctx, environment.TrimBinding(ns))
 	switch {
-	case err == nil:
-		return true, nil
-	case apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+	case environment.TakenBefore(err):
 		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("failed to take member %s to delete it: %w", ns.Name, err)
 	}
-	return false, fmt.Errorf("failed to take member %s to delete it: %w", ns.Name, err)
-}
-
-// takeAndDelete deletes a member the pool takes (take).
-func (r *Reconciler) takeAndDelete(ctx context.Context, ns *corev1.Namespace) error {
-	took, err := r.take(ctx, ns)
-	if err != nil || !took {
-		return err
-	}
-	return environment.DeleteNamespace(ctx, r.Client, ns)
+	return true, environment.DeleteNamespace(ctx, r.Client, ns)
 }
 
 // abandonedClaim is how long a claimed member may wait for its relabel
