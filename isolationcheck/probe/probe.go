@@ -312,6 +312,12 @@ func Scan(host string, first, last int, timeout time.Duration) ScanResult {
 	return out
 }
 
+// listenDrain is how long Listen goes on accepting once stdin ended: a
+// connection whose handshake the kernel completed before then waits in the
+// listener's backlog until accepted, and closing the listener would drop
+// it unreported.
+const listenDrain = 100 * time.Millisecond
+
 // Listen accepts connections on port, on every address of the sandbox,
 // until stdin ends, and returns who connected.
 func Listen(port string, stdin io.Reader, stdout io.Writer) (ListenResult, error) {
@@ -320,24 +326,25 @@ func Listen(port string, stdin io.Reader, stdout io.Writer) (ListenResult, error
 	if err != nil {
 		return out, err
 	}
-	var mu sync.Mutex
+	defer ln.Close()
+	accepting := make(chan struct{})
 	go func() {
+		defer close(accepting)
 		for {
 			conn, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			mu.Lock()
 			out.Accepted = append(out.Accepted, conn.RemoteAddr().String())
-			mu.Unlock()
 			conn.Close()
 		}
 	}()
 	fmt.Fprintln(stdout, Listening)
 	_, _ = io.Copy(io.Discard, stdin)
-	ln.Close()
-	mu.Lock()
-	defer mu.Unlock()
+	if ln.(*net.TCPListener).SetDeadline(time.Now().Add(listenDrain)) != nil {
+		ln.Close() // no drain, but no accept left running either
+	}
+	<-accepting
 	return out, nil
 }
 
