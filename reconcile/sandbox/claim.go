@@ -21,10 +21,6 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/index"
 )
 
-// claimAttempts bounds how many members one pass tries when claims race for
-// the same member; the losers move on to the next one.
-const claimAttempts = 3
-
 // placeSandbox decides the namespace a sandbox lives in: the one it already
 // has, a warm member it claims now (claimed: the member as the cache
 // showed it), or its own for a cold start. An empty namespace means: wait
@@ -191,32 +187,24 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 			candidates = append(candidates, m.Namespace)
 		}
 	}
-	// Concurrent claims start at different members (by a hash of the
-	// sandbox name) instead of all racing for the oldest.
-	start := 0
-	if len(candidates) > 0 {
-		h := fnv.New32a()
-		_, _ = h.Write([]byte(sbx.Name))
-		start = int(h.Sum32() % uint32(len(candidates)))
-	}
-	for i, attempts := 0, 0; i < len(candidates) && attempts < claimAttempts; i++ {
-		ns := candidates[(start+i)%len(candidates)]
+	rankForSandbox(candidates, sbx.Name)
+	// A sandbox starts cold only when no member could be claimed: a claim
+	// that loses a member to another moves on to the next, which costs one
+	// refused create each, and only claims of other processes the cache
+	// has not shown yet (or a trim) can win a member first.
+	for _, ns := range candidates {
 		if !r.memory.take(ns.Name, sbx.Name) {
 			continue
 		}
-		attempts++
 		now := metav1.NewTime(time.Now())
 		err := r.Create(ctx, environment.ClaimBinding(ns, sbx, now.Time))
-		if environment.TakenBefore(err) {
-			r.memory.release(ns.Name)
-			continue // another claim or the pool's trim took this member, or it is going
-		}
 		if err != nil {
-			// The create may have landed although its answer was lost;
-			// a later pass must then find it, not claim another.
-			at, landed := r.claimLanded(ctx, sbx, ns.Name)
-			if !landed {
+			at, ours := r.claimedAnyway(ctx, sbx, ns.Name, err)
+			if !ours {
 				r.memory.release(ns.Name)
+				if environment.TakenBefore(err) {
+					continue // another claim or the pool's trim took this member, or it is going
+				}
 				return nil, fmt.Errorf("failed to claim member %s: %w", ns.Name, err)
 			}
 			now = metav1.NewTime(at)
@@ -227,6 +215,40 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 		return member, nil
 	}
 	return nil, nil
+}
+
+// rankForSandbox orders the members a sandbox's claim tries by rendezvous
+// hashing of the sandbox's and each member's names. Concurrent claims of
+// different sandboxes then start at different members instead of all
+// racing for the oldest; and two reconcilers claiming for one sandbox at
+// once (two replicas without leader election, a lease handover) start at
+// the same member even when their caches differ by a few, so the loser
+// finds the winner's claim is its own (claimedAnyway) instead of taking a
+// second member, which would be deleted.
+func rankForSandbox(members []*corev1.Namespace, sandbox string) {
+	rank := make(map[string]uint64, len(members))
+	for _, m := range members {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(sandbox))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(m.Name))
+		rank[m.Name] = h.Sum64()
+	}
+	slices.SortFunc(members, func(a, b *corev1.Namespace) int { return cmp.Compare(rank[b.Name], rank[a.Name]) })
+}
+
+// claimedAnyway tells whether the member is the sandbox's although the
+// create of its claim failed with err, and since when. Refused because the
+// binding exists: another reconciler acting at once (both start at the
+// same member for a sandbox) may have claimed it for this very sandbox,
+// which then needs no second member. Failed otherwise: the create may have
+// landed although its answer was lost, and a later pass must find it, not
+// claim another.
+func (r *Reconciler) claimedAnyway(ctx context.Context, sbx *v1.Sandbox, member string, err error) (time.Time, bool) {
+	if environment.TakenBefore(err) && !apierrors.IsAlreadyExists(err) {
+		return time.Time{}, false // the member is gone or going
+	}
+	return r.claimLanded(ctx, sbx, member)
 }
 
 // claimLanded reads the member's binding past the cache and tells, with

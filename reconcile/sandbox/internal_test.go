@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +103,35 @@ func TestNamespaceIdentity(t *testing.T) {
 		if got := leftBehind(tc.ns, sbx); got != tc.stale {
 			t.Errorf("%s: leftBehind = %v, want %v", tc.name, got, tc.stale)
 		}
+	}
+}
+
+// TestRankForSandbox: claims of different sandboxes start at different
+// members, and two views of the pool that differ by members other than a
+// sandbox's first choice agree on it.
+func TestRankForSandbox(t *testing.T) {
+	var pool []*corev1.Namespace
+	for i := range 20 {
+		pool = append(pool, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("sandbox-wp-python-%08x", i*7919)}})
+	}
+	firsts := map[string]bool{}
+	for i := range 40 {
+		sandbox := fmt.Sprintf("burst-%d", i)
+		ranked := slices.Clone(pool)
+		rankForSandbox(ranked, sandbox)
+		first := ranked[0].Name
+		firsts[first] = true
+		for drop := 1; drop < len(ranked); drop++ {
+			// Another reconciler's cache, missing one member.
+			view := slices.Delete(slices.Clone(pool), slices.Index(pool, ranked[drop]), slices.Index(pool, ranked[drop])+1)
+			slices.Reverse(view)
+			rankForSandbox(view, sandbox)
+			if view[0].Name != first {
+				t.Fatalf("sandbox %s: first choice %s without %s, %s with it", sandbox, view[0].Name, ranked[drop].Name, first)
+			}
+		}
+	}
+	if len(firsts) < 10 {
+		t.Errorf("40 sandboxes' claims start at %d of 20 members, want them spread over at least 10", len(firsts))
 	}
 }
