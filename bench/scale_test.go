@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,10 +79,17 @@ func BenchmarkScale(b *testing.B) {
 		cluster.WaitNoTerminatingNamespaces(b)
 
 		rest := atRest(b)
+		writeHeapProfile(b)
 		add("API writes at rest (30 s)", fmt.Sprint(emptyRest.writes), fmt.Sprint(rest.writes), "")
 		add("API reads at rest (30 s)", fmt.Sprint(emptyRest.reads), fmt.Sprint(rest.reads), "")
 		add("heap in use at rest", mib(emptyRest.heap), mib(rest.heap), ratio(float64(rest.heap), float64(emptyRest.heap)))
 		add("process RSS at rest (reconciler and benchmark)", "", mib(rest.rss), "")
+		var cached uint64
+		for _, w := range weighCache(b) {
+			add("the reconciler's cache: "+w.kind+" (objects, heap)", "", w.String(), "")
+			cached += w.bytes
+		}
+		add("the reconciler's cache: every kind", "", mib(cached), "")
 		b.ReportMetric(float64(rest.writes), "rest-writes")
 		b.ReportMetric(float64(rest.heap)/(1<<20), "rest-heap-MiB")
 
@@ -185,6 +193,25 @@ func atRest(b *testing.B) rest {
 	runtime.ReadMemStats(&m)
 	r.heap, r.rss = m.HeapInuse, rssBytes(b)
 	return r
+}
+
+// writeHeapProfile writes the heap's profile at rest, at scale, to the
+// file AGENTSANDBOX_SCALE_HEAPPROFILE names, when it names one: where the
+// memory the cache weights do not explain goes (go tool pprof -top).
+func writeHeapProfile(b *testing.B) {
+	path := os.Getenv("AGENTSANDBOX_SCALE_HEAPPROFILE")
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // populate makes the cluster of size: kwok nodes in 10 node pools, a

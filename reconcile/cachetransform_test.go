@@ -5,8 +5,14 @@ import (
 	"reflect"
 	"runtime"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/utils/ptr"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
@@ -129,5 +135,136 @@ func BenchmarkTemplateCacheMemory(b *testing.B) {
 			}
 			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "heap-bytes/template")
 		})
+	}
+}
+
+// TestPodTransformKeepsWhatControllersRead: a sandbox's pod keeps its
+// metadata, node and status, with container statuses cut to what the
+// sandbox's status is told from, and loses its spec otherwise.
+func TestPodTransformKeepsWhatControllersRead(t *testing.T) {
+	started := metav1.NewTime(time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC))
+	status := func(name string) corev1.ContainerStatus {
+		return corev1.ContainerStatus{
+			Name: name, Image: "python:3.12", ImageID: "docker.io/library/python@sha256:0", ContainerID: "containerd://0",
+			State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}},
+			Ready:                true, RestartCount: 2, Started: ptr.To(true),
+			VolumeMounts: []corev1.VolumeMountStatus{{Name: "workspace", MountPath: "/workspace"}},
+		}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "sandbox", Namespace: "sandbox-a", UID: "u", ResourceVersion: "7",
+			Labels: map[string]string{v1.LabelManagedBy: v1.ManagedByValue}, Annotations: map[string]string{"a": "b"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "agentsandbox"}},
+		},
+		Spec: corev1.PodSpec{
+			NodeName: "node-1", RuntimeClassName: ptr.To("gvisor"),
+			Containers: []corev1.Container{{Name: "sandbox", Image: "python:3.12", Env: []corev1.EnvVar{{Name: "A", Value: "1"}}}},
+			Volumes:    []corev1.Volume{{Name: "workspace"}},
+		},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning, PodIP: "10.0.0.5", Message: "m",
+			Conditions:            []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+			InitContainerStatuses: []corev1.ContainerStatus{status("gate")},
+			ContainerStatuses:     []corev1.ContainerStatus{status("sandbox")},
+		},
+	}
+	want := pod.DeepCopy()
+	want.ManagedFields = nil
+	want.Spec = corev1.PodSpec{NodeName: "node-1"}
+	for _, s := range []*corev1.ContainerStatus{&want.Status.InitContainerStatuses[0], &want.Status.ContainerStatuses[0]} {
+		s.Image, s.ImageID, s.ContainerID, s.VolumeMounts = "", "", "", nil
+	}
+	checkTransform(t, podTransform(), pod, want)
+}
+
+// TestNodeTransformKeepsWhatNodePoolsRead: a node keeps its labels, taints,
+// conditions and the record of the taints a pool set, and loses its other
+// annotations and status.
+func TestNodeTransformKeepsWhatNodePoolsRead(t *testing.T) {
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "node-1", UID: "u", ResourceVersion: "9", Labels: map[string]string{v1.LabelNodePool: "gvisor"},
+			Annotations: map[string]string{v1.AnnotationOwnedTaints: `[{"key":"k","effect":"NoSchedule"}]`, "node.alpha.kubernetes.io/ttl": "0"},
+		},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+			Images:     []corev1.ContainerImage{{Names: []string{"python:3.12"}, SizeBytes: 1 << 30}},
+			NodeInfo:   corev1.NodeSystemInfo{KubeletVersion: "v1.37.2"},
+		},
+	}
+	want := node.DeepCopy()
+	want.Annotations = map[string]string{v1.AnnotationOwnedTaints: node.Annotations[v1.AnnotationOwnedTaints]}
+	want.Status = corev1.NodeStatus{Conditions: node.Status.Conditions}
+	checkTransform(t, nodeTransform(), node, want)
+}
+
+// TestQuotaAndLimitRangeTransformsShareLists: equal resource lists of two
+// sandboxes' quotas and limit ranges are one map, their values kept, and
+// a quota's status (the API server's count) is dropped.
+func TestQuotaAndLimitRangeTransformsShareLists(t *testing.T) {
+	list := func(cpu string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	}
+	quotas, limits := quotaTransform(), limitRangeTransform()
+	var gotQuotas []*corev1.ResourceQuota
+	var gotLimits []*corev1.LimitRange
+	for i, cpu := range []string{"1", "1000m", "2"} {
+		quota := &corev1.ResourceQuota{
+			ObjectMeta: metav1.ObjectMeta{Name: "sandbox", Namespace: fmt.Sprint("sandbox-", i), ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "agentsandbox"}}},
+			Spec:       corev1.ResourceQuotaSpec{Hard: list(cpu)},
+			Status:     corev1.ResourceQuotaStatus{Hard: list(cpu), Used: list("0")},
+		}
+		obj, err := quotas(quota)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotQuotas = append(gotQuotas, obj.(*corev1.ResourceQuota))
+		limitRange := &corev1.LimitRange{
+			ObjectMeta: metav1.ObjectMeta{Name: "sandbox", Namespace: fmt.Sprint("sandbox-", i)},
+			Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+				Type: corev1.LimitTypeContainer, Max: list(cpu), Default: list(cpu), DefaultRequest: list("100m"),
+			}}},
+		}
+		if obj, err = limits(limitRange); err != nil {
+			t.Fatal(err)
+		}
+		gotLimits = append(gotLimits, obj.(*corev1.LimitRange))
+	}
+	for _, q := range gotQuotas {
+		if q.ManagedFields != nil || q.Status.Hard != nil || q.Status.Used != nil {
+			t.Errorf("%s: managed fields or status kept: %+v", q.Namespace, q)
+		}
+	}
+	if !sameMap(gotQuotas[0].Spec.Hard, gotQuotas[1].Spec.Hard) || sameMap(gotQuotas[0].Spec.Hard, gotQuotas[2].Spec.Hard) {
+		t.Error("quotas: equal lists not shared, or unequal ones shared")
+	}
+	first, third := gotLimits[0].Spec.Limits[0], gotLimits[2].Spec.Limits[0]
+	if !sameMap(first.Max, first.Default) || !sameMap(first.Max, gotLimits[1].Spec.Limits[0].Max) || !sameMap(first.DefaultRequest, third.DefaultRequest) {
+		t.Error("limit ranges: equal lists not shared")
+	}
+	if sameMap(first.Max, third.Max) {
+		t.Error("limit ranges: lists of cpu 1 and 2 shared")
+	}
+	if cpu := gotQuotas[2].Spec.Hard.Cpu().String(); cpu != "2" {
+		t.Errorf("third quota's cpu = %s, want 2", cpu)
+	}
+	if cpu := third.Max.Cpu().String(); cpu != "2" {
+		t.Errorf("third limit range's max cpu = %s, want 2", cpu)
+	}
+}
+
+// checkTransform passes in through transform and compares the result with
+// want.
+func checkTransform(t *testing.T, transform func(any) (any, error), in, want any) {
+	t.Helper()
+	got, err := transform(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("transformed %T (-want +got):\n%s", in, diff)
 	}
 }

@@ -68,29 +68,9 @@ func orNil(d time.Duration) *time.Duration {
 // functions.
 func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	shutdown := opts.GracefulShutdownTimeout
-	managed := labels.SelectorFromSet(labels.Set{v1.LabelManagedBy: v1.ManagedByValue})
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: kubescheme.Scheme,
-		// Only the objects of sandboxes are cached: a cluster's other pods,
-		// policies and bindings would cost memory and watch traffic for
-		// nothing.
-		Cache: cache.Options{
-			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Pod{}:                   {Label: managed},
-				&corev1.Namespace{}:             {Label: managed},
-				&corev1.PersistentVolumeClaim{}: {Label: managed},
-				&corev1.ResourceQuota{}:         {Label: managed},
-				&corev1.LimitRange{}:            {Label: managed},
-				&networkingv1.NetworkPolicy{}:   {Label: managed},
-				&rbacv1.RoleBinding{}:           {Label: managed},
-				// A GitSync may declare thousands of templates.
-				&v1.SandboxTemplate{}: {Transform: templateTransform()},
-			},
-			// No controller reads managed fields from the cache (a
-			// conflict check reads past it), and they would be kept for
-			// every cached object: 10,000 synced templates, say.
-			DefaultTransform: cache.TransformStripManagedFields(),
-		},
+		Cache:  CacheOptions(),
 		// Every write the controllers make without a field manager of its
 		// own (status patches, the claim's namespace update) is recorded
 		// under the reconciler's, not under the binary's name.
@@ -128,4 +108,30 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("failed to add readiness check: %w", err)
 	}
 	return mgr, nil
+}
+
+// CacheOptions says what the controllers' informers hold. Only the objects
+// of sandboxes are cached: a cluster's other pods, policies and bindings
+// would cost memory and watch traffic for nothing. Of those, the
+// transforms keep what the controllers read (cachetransform.go).
+func CacheOptions() cache.Options {
+	managed := labels.SelectorFromSet(labels.Set{v1.LabelManagedBy: v1.ManagedByValue})
+	return cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:                   {Label: managed, Transform: podTransform()},
+			&corev1.Node{}:                  {Transform: nodeTransform()},
+			&corev1.Namespace{}:             {Label: managed},
+			&corev1.PersistentVolumeClaim{}: {Label: managed},
+			&corev1.ResourceQuota{}:         {Label: managed, Transform: quotaTransform()},
+			&corev1.LimitRange{}:            {Label: managed, Transform: limitRangeTransform()},
+			&networkingv1.NetworkPolicy{}:   {Label: managed},
+			&rbacv1.RoleBinding{}:           {Label: managed},
+			// A GitSync may declare thousands of templates.
+			&v1.SandboxTemplate{}: {Transform: templateTransform()},
+		},
+		// No controller reads managed fields from the cache (a
+		// conflict check reads past it), and they would be kept for
+		// every cached object: 10,000 synced templates, say.
+		DefaultTransform: cache.TransformStripManagedFields(),
+	}
 }

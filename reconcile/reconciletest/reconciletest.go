@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
@@ -39,7 +40,7 @@ func Run(m *testing.M, setup func(ctrl.Manager) error) int {
 	quietLogs()
 	testcluster.OnFirstUse(func(cluster *testcluster.Cluster) (err error) {
 		running = &manager{cluster: cluster, setup: setup}
-		running.stop, err = start(cluster, setup)
+		running.stop, running.cache, err = start(cluster, setup)
 		return err
 	})
 	code := m.Run()
@@ -59,6 +60,7 @@ type manager struct {
 	cluster *testcluster.Cluster
 	setup   func(ctrl.Manager) error
 	stop    func() error
+	cache   cache.Cache
 }
 
 // running is the manager Run started, nil before the first test asks for
@@ -78,14 +80,24 @@ func Restart() (time.Duration, error) {
 		return 0, err
 	}
 	begin := time.Now()
-	stop, err := start(running.cluster, running.setup)
-	running.stop = stop
+	stop, informers, err := start(running.cluster, running.setup)
+	running.stop, running.cache = stop, informers
 	return time.Since(begin), err
+}
+
+// Cache is the running controllers' informer cache, nil before the first
+// test asks for the cluster: what they hold in memory, for a benchmark to
+// weigh.
+func Cache() cache.Cache {
+	if running == nil {
+		return nil
+	}
+	return running.cache
 }
 
 // start runs a manager with the controllers setup registers on cluster,
 // returning once its caches are synced, with what stops it.
-func start(cluster *testcluster.Cluster, setup func(ctrl.Manager) error) (func() error, error) {
+func start(cluster *testcluster.Cluster, setup func(ctrl.Manager) error) (func() error, cache.Cache, error) {
 	// The controllers run as the reconciler's service account, with exactly
 	// the RBAC config/rbac grants it, so a missing permission fails a test.
 	cfg := rest.CopyConfig(cluster.Config)
@@ -102,10 +114,10 @@ func start(cluster *testcluster.Cluster, setup func(ctrl.Manager) error) (func()
 		MetricsAddr: "0", HealthAddr: "0", GracefulShutdownTimeout: 5 * time.Second,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("manager: %w", err)
+		return nil, nil, fmt.Errorf("manager: %w", err)
 	}
 	if err := setup(mgr); err != nil {
-		return nil, fmt.Errorf("setup: %w", err)
+		return nil, nil, fmt.Errorf("setup: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -116,9 +128,9 @@ func start(cluster *testcluster.Cluster, setup func(ctrl.Manager) error) (func()
 	}
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		_ = stop()
-		return nil, errors.New("manager caches did not sync")
+		return nil, nil, errors.New("manager caches did not sync")
 	}
-	return stop, nil
+	return stop, mgr.GetCache(), nil
 }
 
 // quietLogs sets the controllers' logger: errors only, so a controller
