@@ -14,16 +14,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/index"
 )
 
 // MemberObjects are the objects of a new warm pool member: the environment
 // a Sandbox of the pool would get (egress is what its template's egress
 // rules resolve to), with the pod started (behind the egress
 // gate of gateImage), owned by the pool and entered by nobody until a claim
-// binds an owner.
+// binds an owner. The namespace comes first, then its default
+// ServiceAccount (CreateDefaultServiceAccount says why), and the pod last.
 func MemberObjects(pool *v1.WarmPool, namespace string, tpl *v1.SandboxTemplate, nodePool *v1.NodePool, egress Egress, blocked []netip.Prefix, gateImage string) []client.Object {
 	bp := ForMember(pool, namespace, tpl, nodePool).WithEgress(egress).WithEgressGate(gateImage)
-	return append(append([]client.Object{bp.NamespaceObject()}, bp.Isolation(blocked)...), bp.Pod())
+	objs := []client.Object{bp.NamespaceObject(), DefaultServiceAccount(namespace)}
+	return append(append(objs, bp.Isolation(blocked)...), bp.Pod())
 }
 
 // ForMember is the environment of a new member of pool in namespace: labelled
@@ -135,17 +138,16 @@ type Taken struct {
 // Members lists the pool's unclaimed members that are not being deleted,
 // and those taken but still labelled available. Claims and the pool's own
 // passes look at every member of pools of hundreds, so the cache is read
-// without copying, with one list of the pool's pods and one of its
-// bindings instead of reads per member.
+// without copying, through the pool's indexes (index.NamespaceWarmPool and
+// its siblings), with one list of the pool's pods and one of its bindings
+// instead of reads per member.
 func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member, []Taken, error) {
 	namespaces := &corev1.NamespaceList{}
-	if err := c.List(ctx, namespaces, client.UnsafeDisableDeepCopy, client.MatchingLabels{
-		v1.LabelWarmPool: pool.Name, v1.LabelMember: v1.MemberAvailable,
-	}); err != nil {
+	if err := c.List(ctx, namespaces, client.UnsafeDisableDeepCopy, client.MatchingFields{index.NamespaceWarmPool: pool.Name}); err != nil {
 		return nil, nil, fmt.Errorf("failed to list members of WarmPool %s: %w", pool.Name, err)
 	}
 	bindings := &rbacv1.RoleBindingList{}
-	if err := c.List(ctx, bindings, client.UnsafeDisableDeepCopy, client.MatchingLabels{v1.LabelWarmPool: pool.Name}); err != nil {
+	if err := c.List(ctx, bindings, client.UnsafeDisableDeepCopy, client.MatchingFields{index.BindingWarmPool: pool.Name}); err != nil {
 		return nil, nil, fmt.Errorf("failed to list the bindings of WarmPool %s's members: %w", pool.Name, err)
 	}
 	bindingOf := make(map[string]*rbacv1.RoleBinding, len(bindings.Items))
@@ -155,7 +157,7 @@ func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member,
 		}
 	}
 	pods := &corev1.PodList{}
-	if err := c.List(ctx, pods, client.UnsafeDisableDeepCopy, client.MatchingLabels{v1.LabelWarmPool: pool.Name}); err != nil {
+	if err := c.List(ctx, pods, client.UnsafeDisableDeepCopy, client.MatchingFields{index.PodWarmPool: pool.Name}); err != nil {
 		return nil, nil, fmt.Errorf("failed to list pods of WarmPool %s: %w", pool.Name, err)
 	}
 	podOf := make(map[string]*corev1.Pod, len(pods.Items))
@@ -168,7 +170,7 @@ func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member,
 	var taken []Taken
 	for i := range namespaces.Items {
 		ns := &namespaces.Items[i]
-		if ns.DeletionTimestamp != nil || !metav1.IsControlledBy(ns, pool) {
+		if ns.Labels[v1.LabelMember] != v1.MemberAvailable || ns.DeletionTimestamp != nil || !metav1.IsControlledBy(ns, pool) {
 			continue
 		}
 		if b := bindingOf[ns.Name]; b != nil {

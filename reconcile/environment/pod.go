@@ -1,6 +1,8 @@
 package environment
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // PodReady is the Ready rule: the pod is Running, Ready and has an IP.
@@ -47,20 +50,20 @@ func ScheduledAt(pod *corev1.Pod) time.Time {
 }
 
 // NamespaceSettling tells the refusal of a pod in a namespace so new that
-// the controller manager has not completed it yet, and says what the pod
-// waits for: the namespace's default ServiceAccount (the ServiceAccount
-// admission plugin refuses the pod even though it mounts no token), or the
-// first count of its ResourceQuota (quota admission refuses every pod while
-// a quota's status is unknown, which under load lasts seconds). The API
-// gives neither case a reason of its own, so they are told by their
-// messages. Neither is a failure to back off from.
+// it is not complete yet, and says what the pod waits for: the namespace's
+// default ServiceAccount (the ServiceAccount admission plugin refuses the
+// pod even though it mounts no token), or the first count of its
+// ResourceQuota (quota admission refuses every pod while a quota's status
+// is unknown, which under load lasts seconds). The API gives neither case
+// a reason of its own, so they are told by their messages. Neither is a
+// failure to back off from.
 func NamespaceSettling(err error) (waitingFor string, ok bool) {
 	if !apierrors.IsForbidden(err) {
 		return "", false
 	}
 	switch msg := err.Error(); {
 	case MissingDefaultServiceAccount(err):
-		return "the namespace's default ServiceAccount, which the controller manager creates", true
+		return "the namespace's default ServiceAccount", true
 	case strings.Contains(msg, "status unknown for quota"):
 		return "the controller manager's first count of the namespace's ResourceQuota", true
 	}
@@ -73,17 +76,27 @@ func MissingDefaultServiceAccount(err error) bool {
 	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "error looking up service account")
 }
 
-// DefaultServiceAccountGrace is how long a namespace's default
-// ServiceAccount is left to the controller manager before the reconciler
-// creates it: one that deletes a namespace and creates another of the same
-// name at once (a sandbox deleted and created again) can miss its creation
-// for good (kubernetes/kubernetes#46652). It normally lands within
-// milliseconds, so the write is only made where it went missing.
-const DefaultServiceAccountGrace = 5 * time.Second
+// CreateDefaultServiceAccount gives a new namespace its default
+// ServiceAccount, which the API server wants before it admits a pod there,
+// rather than leaving it to the controller manager. That controller makes
+// them one at a time (a single worker): when namespaces are created faster
+// than it keeps up (thousands of sandboxes started at once), every pod
+// waits behind it, and each refused create first holds an API server
+// request for a second and more of retried lookups. It can also miss a
+// namespace deleted and created again under one name for good
+// (kubernetes/kubernetes#46652). One the controller manager made first is
+// left as it is.
+func CreateDefaultServiceAccount(ctx context.Context, c client.Client, namespace string) error {
+	err := c.Create(ctx, DefaultServiceAccount(namespace))
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("failed to create the default ServiceAccount of namespace %s: %w", namespace, err)
+	}
+	return nil
+}
 
 // DefaultServiceAccount is the ServiceAccount the controller manager gives
-// every namespace, as the reconciler creates it when that did not happen.
-// It mounts no token, as the sandbox's pods do not.
+// every namespace, as the reconciler makes it for the namespaces it
+// creates. It mounts no token, as the sandbox's pods do not.
 func DefaultServiceAccount(namespace string) *corev1.ServiceAccount {
 	return &corev1.ServiceAccount{
 		ObjectMeta:                   metav1.ObjectMeta{Name: "default", Namespace: namespace},

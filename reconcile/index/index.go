@@ -37,6 +37,18 @@ const NamespaceSandbox = "metadata.labels.sandbox" // on Namespace
 // took before the member's namespace does.
 const BindingSandbox = "metadata.labels.sandbox" // on RoleBinding
 
+// NamespaceWarmPool, BindingWarmPool and PodWarmPool index a warm pool's
+// members' namespaces, bindings and pods (and those of the sandboxes that
+// claimed them) by the pool they are labelled for
+// (v1alpha1.LabelWarmPool): every claim and every pass of a pool looks at
+// its members, and a label selector on the cache would go through every
+// namespace, binding and pod of the cluster each time.
+const (
+	NamespaceWarmPool = "metadata.labels.warm-pool" // on Namespace
+	BindingWarmPool   = "metadata.labels.warm-pool" // on RoleBinding
+	PodWarmPool       = "metadata.labels.warm-pool" // on Pod
+)
+
 var (
 	mu         sync.Mutex
 	registered = map[ctrl.Manager]bool{}
@@ -65,17 +77,25 @@ func Register(mgr ctrl.Manager) error {
 			return fmt.Errorf("failed to index %s by %s: %w", ref.From, ref.Field, err)
 		}
 	}
-	bySandbox := func(o client.Object) []string {
-		if name, ok := o.GetLabels()[v1.LabelSandbox]; ok {
-			return []string{name}
+	for _, l := range []struct {
+		obj          client.Object
+		field, label string
+	}{
+		{&corev1.Namespace{}, NamespaceSandbox, v1.LabelSandbox},
+		{&rbacv1.RoleBinding{}, BindingSandbox, v1.LabelSandbox},
+		{&corev1.Namespace{}, NamespaceWarmPool, v1.LabelWarmPool},
+		{&rbacv1.RoleBinding{}, BindingWarmPool, v1.LabelWarmPool},
+		{&corev1.Pod{}, PodWarmPool, v1.LabelWarmPool},
+	} {
+		err := mgr.GetFieldIndexer().IndexField(context.Background(), l.obj, l.field, func(o client.Object) []string {
+			if value, ok := o.GetLabels()[l.label]; ok {
+				return []string{value}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("failed to index %T by its label %s: %w", l.obj, l.label, err)
 		}
-		return nil
-	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Namespace{}, NamespaceSandbox, bySandbox); err != nil {
-		return fmt.Errorf("failed to index namespaces by sandbox: %w", err)
-	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &rbacv1.RoleBinding{}, BindingSandbox, bySandbox); err != nil {
-		return fmt.Errorf("failed to index role bindings by sandbox: %w", err)
 	}
 	registered[mgr] = true
 	return nil

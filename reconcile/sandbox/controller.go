@@ -262,7 +262,9 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) outcome {
 		waitingFor, settling = "the namespace's ResourceQuota to be counted again: it counted pods that were never created", true
 	}
 	if environment.MissingDefaultServiceAccount(err) {
-		if err := r.createMissingServiceAccount(ctx, namespace); err != nil {
+		// A namespace whose ServiceAccount was not made with it (a pass
+		// cut short between the two) gets it now.
+		if err := environment.CreateDefaultServiceAccount(ctx, r.Client, namespace); err != nil {
 			o.err, o.failedReason = err, v1.ReasonPodFailed
 			return o
 		}
@@ -280,24 +282,6 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) outcome {
 	o.observed = &observed{desired: desired, pod: pod, expired: expired, idle: idle, wakes: o.rule.wake, now: time.Now()}
 	o.observed.nodeWord = r.lookAtNode(ctx, pod, o.observed.now)
 	return o
-}
-
-// createMissingServiceAccount creates the namespace's default
-// ServiceAccount once the controller manager has left it missing for
-// DefaultServiceAccountGrace; before that it does nothing.
-func (r *Reconciler) createMissingServiceAccount(ctx context.Context, namespace string) error {
-	ns := &corev1.Namespace{}
-	if err := r.Get(ctx, types.NamespacedName{Name: namespace}, ns); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if time.Since(ns.CreationTimestamp.Time) < environment.DefaultServiceAccountGrace {
-		return nil
-	}
-	err := r.Create(ctx, environment.DefaultServiceAccount(namespace))
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("failed to create the default ServiceAccount the controller manager did not create in %s: %w", namespace, err)
-	}
-	return nil
 }
 
 // next is the one decision of when to look at the sandbox again, from the
@@ -390,16 +374,21 @@ func (r *Reconciler) resolve(ctx context.Context, sbx *v1.Sandbox) (resolved, *p
 // applyEnvironment applies the objects that isolate the sandbox's
 // namespace, which ensureNamespace (or a claim) made sure is the sandbox's,
 // writing only what differs from the cache. The namespace itself comes
-// first, unless this pass created it as it should be. Right after a claim
-// nothing is written: the member's objects are already right, the claim
-// created the owner's binding, and the namespace is relabelled after the
-// status write.
+// first, unless this pass created it as it should be; then its default
+// ServiceAccount does, which the pod cannot be created without. Right
+// after a claim nothing is written: the member's objects are already
+// right, the claim created the owner's binding, and the namespace is
+// relabelled after the status write.
 func (r *Reconciler) applyEnvironment(ctx context.Context, bp environment.Blueprint, justClaimed, justCreated bool) error {
 	if justClaimed {
 		return nil
 	}
 	objs := append(bp.Isolation(r.BlockedEgress), bp.RoleBinding())
-	if !justCreated {
+	if justCreated {
+		if err := environment.CreateDefaultServiceAccount(ctx, r.Client, bp.Namespace()); err != nil {
+			return err
+		}
+	} else {
 		objs = append([]client.Object{bp.NamespaceObject()}, objs...)
 	}
 	for _, obj := range objs {

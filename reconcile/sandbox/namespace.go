@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/index"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/problem"
 )
 
@@ -126,11 +127,12 @@ func (r *Reconciler) removeLeftBehind(ctx context.Context, name string) error {
 		return err
 	}
 	list := &corev1.NamespaceList{}
-	if err := r.List(ctx, list, client.MatchingLabels{v1.LabelSandbox: name, v1.LabelManagedBy: v1.ManagedByValue}); err != nil {
+	if err := r.List(ctx, list, client.MatchingFields{index.NamespaceSandbox: name}); err != nil {
 		return fmt.Errorf("failed to list namespaces of sandbox %s: %w", name, err)
 	}
 	for i := range list.Items {
-		if ns := &list.Items[i]; ns.DeletionTimestamp == nil && metav1.GetControllerOf(ns) == nil {
+		ns := &list.Items[i]
+		if ns.Labels[v1.LabelManagedBy] == v1.ManagedByValue && ns.DeletionTimestamp == nil && metav1.GetControllerOf(ns) == nil {
 			if err := environment.DeleteNamespace(ctx, r.Client, ns); err != nil {
 				return err
 			}

@@ -136,6 +136,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=warmpools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=warmpools/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=create
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=sandboxes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -239,12 +240,12 @@ func (r *Reconciler) reconcile(ctx context.Context, pool *v1.WarmPool) outcome {
 // still controls are left to garbage collection.
 func (r *Reconciler) removeOrphanedMembers(ctx context.Context, pool string) error {
 	members := &corev1.NamespaceList{}
-	if err := r.List(ctx, members, client.MatchingLabels{v1.LabelWarmPool: pool, v1.LabelMember: v1.MemberAvailable}); err != nil {
+	if err := r.List(ctx, members, client.MatchingFields{index.NamespaceWarmPool: pool}); err != nil {
 		return fmt.Errorf("failed to list members of WarmPool %s: %w", pool, err)
 	}
 	for i := range members.Items {
 		ns := &members.Items[i]
-		if ns.DeletionTimestamp != nil || metav1.GetControllerOf(ns) != nil {
+		if ns.Labels[v1.LabelMember] != v1.MemberAvailable || ns.DeletionTimestamp != nil || metav1.GetControllerOf(ns) != nil {
 			continue
 		}
 		if _, err := r.takeAndDelete(ctx, ns); err != nil {
