@@ -125,8 +125,10 @@ func claimBurst(t *testing.T, kills, reconcilers int) {
 	t.Logf("%d sandboxes Ready %s after the first create", len(sandboxes), time.Since(start).Round(time.Second))
 
 	// A claimed member is relabelled for its sandbox after the sandbox is
-	// Ready: the checks below look once every sandbox holds a namespace by
-	// its label, or a minute has passed.
+	// Ready, and a namespace another reconciler placed the sandbox in
+	// before the first status write landed is deleted on the sandbox's
+	// next pass: the checks below look once every sandbox holds exactly
+	// one namespace by its label, or a minute has passed.
 	holders := map[string][]string{}
 	_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		held := &corev1.NamespaceList{}
@@ -140,7 +142,7 @@ func claimBurst(t *testing.T, kills, reconcilers int) {
 			}
 		}
 		for _, s := range sandboxes {
-			if len(holders[s.Name]) == 0 {
+			if len(holders[s.Name]) != 1 {
 				return false, nil
 			}
 		}
