@@ -239,11 +239,11 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) outcome {
 		return o
 	}
 	bp := environment.ForSandbox(sbx, namespace, res.template, res.nodePool, res.env).WithEgress(res.egress).WithEgressGate(r.EgressGateImage)
-	created, justClaimed := false, claimed != nil
+	seen, justClaimed := namespaceCached, claimed != nil
 	o.claimed = claimed
 	if !justClaimed {
 		var taken *problem.Problem
-		if created, taken, err = r.ensureNamespace(ctx, sbx, bp); err != nil {
+		if seen, taken, err = r.ensureNamespace(ctx, sbx, bp); err != nil {
 			o.err, o.failedReason = err, v1.ReasonApplyFailed
 			return o
 		}
@@ -252,7 +252,7 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) outcome {
 			return o
 		}
 	}
-	if err := r.applyEnvironment(ctx, bp, justClaimed, created); err != nil {
+	if err := r.applyEnvironment(ctx, bp, justClaimed, seen); err != nil {
 		o.err, o.failedReason = err, v1.ReasonApplyFailed
 		return o
 	}
@@ -374,21 +374,22 @@ func (r *Reconciler) resolve(ctx context.Context, sbx *v1.Sandbox) (resolved, *p
 // applyEnvironment applies the objects that isolate the sandbox's
 // namespace, which ensureNamespace (or a claim) made sure is the sandbox's,
 // writing only what differs from the cache. The namespace itself comes
-// first, unless this pass created it as it should be; then its default
-// ServiceAccount does, which the pod cannot be created without. Right
-// after a claim nothing is written: the member's objects are already
-// right, the claim created the owner's binding, and the namespace is
-// relabelled after the status write.
-func (r *Reconciler) applyEnvironment(ctx context.Context, bp environment.Blueprint, justClaimed, justCreated bool) error {
+// first when the cache shows it (ensureNamespace); one this pass created
+// is followed by its default ServiceAccount instead, which the pod cannot
+// be created without. Right after a claim nothing is written: the
+// member's objects are already right, the claim created the owner's
+// binding, and the namespace is relabelled after the status write.
+func (r *Reconciler) applyEnvironment(ctx context.Context, bp environment.Blueprint, justClaimed bool, seen namespaceSeen) error {
 	if justClaimed {
 		return nil
 	}
 	objs := append(bp.Isolation(r.BlockedEgress), bp.RoleBinding())
-	if justCreated {
+	switch seen {
+	case namespaceCreated:
 		if err := environment.CreateDefaultServiceAccount(ctx, r.Client, bp.Namespace()); err != nil {
 			return err
 		}
-	} else {
+	case namespaceCached:
 		objs = append([]client.Object{bp.NamespaceObject()}, objs...)
 	}
 	for _, obj := range objs {

@@ -41,50 +41,64 @@ func ownsNamespace(ns *corev1.Namespace, sbx *v1.Sandbox) bool {
 	return !labelled || uid == string(sbx.UID)
 }
 
+// namespaceSeen is what ensureNamespace found of the sandbox's namespace,
+// which decides whether applyEnvironment compares it with the cache.
+type namespaceSeen int
+
+const (
+	// namespaceCached: the cache shows the namespace as the sandbox's, and
+	// is compared with the blueprint.
+	namespaceCached namespaceSeen = iota
+	// namespaceCreated: this pass created it as it should be; its objects
+	// are all still to be made.
+	namespaceCreated
+	// namespaceAhead: the API server has it as the sandbox's but the cache
+	// does not yet (a relabel just written, by this pass or the one
+	// before): compared with the cache it would be written again for
+	// nothing, so it is left until the cache has caught up.
+	namespaceAhead
+)
+
 // ensureNamespace makes sure the sandbox's namespace exists and is the
 // sandbox's own, creating it when it is missing, or completing the claim
-// of a member whose relabel did not land (adoptClaimed). created says this pass
-// created it (its objects are all still to be made); a non-nil taken says
-// why the sandbox cannot use the name, and nothing in that namespace was
-// changed. Only an answer that the namespace is the sandbox's is taken from
-// the cache: it may lag behind a claim or a deletion, so anything else is
-// asked of the API server, which is rare and off the claim path.
-func (r *Reconciler) ensureNamespace(ctx context.Context, sbx *v1.Sandbox, bp environment.Blueprint) (created bool, taken *problem.Problem, err error) {
+// of a member whose relabel did not land (adoptClaimed), and says what it
+// found; a non-nil taken says why the sandbox cannot use the name, and
+// nothing in that namespace was changed. Only an answer that the namespace
+// is the sandbox's is taken from the cache: it may lag behind a claim or a
+// deletion, so anything else is asked of the API server, which is rare and
+// off the claim path.
+func (r *Reconciler) ensureNamespace(ctx context.Context, sbx *v1.Sandbox, bp environment.Blueprint) (seen namespaceSeen, taken *problem.Problem, err error) {
 	key := types.NamespacedName{Name: bp.Namespace()}
 	ns := &corev1.Namespace{}
 	switch err = r.Get(ctx, key, ns); {
 	case err == nil && ownsNamespace(ns, sbx):
-		return false, nil, nil
+		return namespaceCached, nil, nil
 	case err == nil:
 		err = r.apiReader.Get(ctx, key, ns)
 	case !apierrors.IsNotFound(err):
-		return false, nil, fmt.Errorf("failed to get namespace %s: %w", bp.Namespace(), err)
+		return namespaceCached, nil, fmt.Errorf("failed to get namespace %s: %w", bp.Namespace(), err)
 	}
 	if apierrors.IsNotFound(err) {
 		if err = r.Create(ctx, bp.NamespaceObject()); err == nil {
-			return true, nil, nil
+			return namespaceCreated, nil, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
-			return false, nil, fmt.Errorf("failed to create namespace %s: %w", bp.Namespace(), err)
+			return namespaceCached, nil, fmt.Errorf("failed to create namespace %s: %w", bp.Namespace(), err)
 		}
 		err = r.apiReader.Get(ctx, key, ns)
 	}
 	if err != nil {
-		return false, nil, fmt.Errorf("failed to get namespace %s: %w", bp.Namespace(), err)
+		return namespaceCached, nil, fmt.Errorf("failed to get namespace %s: %w", bp.Namespace(), err)
 	}
 	if ownsNamespace(ns, sbx) {
-		return false, nil, nil
+		return namespaceAhead, nil, nil
 	}
 	if adopted, err := r.adoptClaimed(ctx, sbx, ns); err != nil || adopted {
-		return false, nil, err
+		return namespaceAhead, nil, err
 	}
-	return false, r.namespaceTaken(ctx, sbx, ns), nil
+	return namespaceCached, r.namespaceTaken(ctx, sbx, ns), nil
 }
 
-// namespaceTaken explains a namespace of the sandbox's name that is not the
-// sandbox's. An environment an earlier Sandbox of the same name left behind
-// is deleted (that Sandbox is gone, so nobody is entitled to it); anything
-// else is a conflict the sandbox waits on, touching nothing.
 func (r *Reconciler) namespaceTaken(ctx context.Context, sbx *v1.Sandbox, ns *corev1.Namespace) *problem.Problem {
 	if ns.DeletionTimestamp == nil && leftBehind(ns, sbx) {
 		if err := environment.DeleteNamespace(ctx, r.Client, ns); err != nil {
