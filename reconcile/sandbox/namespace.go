@@ -99,6 +99,10 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, sbx *v1.Sandbox, bp en
 	return namespaceCached, r.namespaceTaken(ctx, sbx, ns), nil
 }
 
+// namespaceTaken explains a namespace of the sandbox's name that is not the
+// sandbox's. An environment an earlier Sandbox of the same name left behind
+// is deleted (that Sandbox is gone, so nobody is entitled to it); anything
+// else is a conflict the sandbox waits on, touching nothing.
 func (r *Reconciler) namespaceTaken(ctx context.Context, sbx *v1.Sandbox, ns *corev1.Namespace) *problem.Problem {
 	if ns.DeletionTimestamp == nil && leftBehind(ns, sbx) {
 		if err := environment.DeleteNamespace(ctx, r.Client, ns); err != nil {

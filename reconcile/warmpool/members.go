@@ -198,10 +198,10 @@ type memberBuild struct {
 
 // build creates the members' objects, up to concurrentBuilds at once, and
 // returns whether a build was refused because its brand-new namespace is
-// not complete yet (its quota not counted yet), which is no failure, and
-// the first build that failed. Builds are
-// independent: one that fails leaves its member incomplete for a later
-// pass and does not cut the others short.
+// not complete yet (its quota not counted yet, say), which is no failure,
+// and the first build that failed. Builds are independent: one that fails
+// leaves its member incomplete for a later pass and does not cut the
+// others short.
 func (r *Reconciler) build(ctx context.Context, pool string, builds []memberBuild) (settling bool, err error) {
 	var group errgroup.Group
 	group.SetLimit(concurrentBuilds)
