@@ -55,8 +55,10 @@ type scaleRow struct {
 // one: warm claim latency at 1 and 20 clients, the reconciler's API
 // requests at rest, its heap and the process's RSS and CPU at rest and
 // through a burst of claims, a restart to all caches synced and the reads
-// it costs, and a template change rolling every warm member. It prints a
-// table and reports each figure. Run it alone and once:
+// it costs, and a template change rolling every warm member. Last it runs
+// the reconciler as a process of its own, as deployed, for its RSS and
+// CPU at rest and through a second burst without the benchmark's share.
+// It prints a table and reports each figure. Run it alone and once:
 //
 //	make bench-scale   (go test -run '^$' -bench Scale -benchtime 1x -timeout 90m ./bench/)
 func BenchmarkScale(b *testing.B) {
@@ -106,7 +108,7 @@ func BenchmarkScale(b *testing.B) {
 			}
 		}
 
-		burst := claimBurst(b, c, watcher, pools, size)
+		burst := claimBurst(b, c, watcher, pools, size, inProcess(b))
 		add(fmt.Sprintf("%d-claim burst: time, CPU", burst.claims), "", fmt.Sprintf("%s, %s CPU", burst.took.Round(time.Millisecond), burst.cpu.Round(time.Millisecond)), "")
 		add(fmt.Sprintf("%d-claim burst: peak heap, peak RSS", burst.claims), "", mib(burst.peakHeap)+", "+mib(burst.peakRSS), "")
 		b.ReportMetric(float64(burst.peakRSS)/(1<<20), "burst-peak-RSS-MiB")
@@ -123,6 +125,24 @@ func BenchmarkScale(b *testing.B) {
 		took, rollWrites, members := rollTemplates(b, c, templates, pools)
 		add(fmt.Sprintf("template change rolling %d members: time, writes", members), "", fmt.Sprintf("%s, %d", took.Round(time.Second), rollWrites), "")
 		b.ReportMetric(took.Seconds(), "roll-s")
+
+		limit := deployedMemoryLimit(b)
+		alone, ready := startReconciler(b, limit)
+		alone.settle(b)
+		cpu := alone.cpu(b)
+		time.Sleep(30 * time.Second)
+		restCPU := alone.cpu(b) - cpu
+		mem := alone.memory(b)
+		what := fmt.Sprintf("the reconciler alone (`agentsandbox reconcile`, GOMEMLIMIT=%s as deployed)", mib(uint64(limit)))
+		add(what+": start to ready (every cache synced)", "", ready.Round(time.Millisecond).String(), "")
+		add(what+": RSS at rest (anonymous), peak RSS since its start", "", fmt.Sprintf("%s (%s), %s", mib(mem.rss), mib(mem.anon), mib(mem.peak)), "")
+		add(what+": heap in use at rest, after a collection", "", mib(alone.heap(b)), "")
+		add(what+": CPU at rest (30 s)", "", restCPU.String(), "")
+		burst = claimBurst(b, c, watcher, pools, size, alone.meter(b))
+		add(fmt.Sprintf("the reconciler alone: %d-claim burst: time, CPU, peak RSS", burst.claims), "",
+			fmt.Sprintf("%s, %s CPU, %s", burst.took.Round(time.Millisecond), burst.cpu.Round(time.Millisecond), mib(burst.peakRSS)), "")
+		b.ReportMetric(float64(mem.rss)/(1<<20), "alone-rest-RSS-MiB")
+		b.ReportMetric(float64(burst.peakRSS)/(1<<20), "alone-burst-peak-RSS-MiB")
 	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "\n| at %d sandboxes, %d nodes | empty cluster | at scale | ratio |\n|---|---|---|---|\n", size.sandboxes, size.nodes)
@@ -348,18 +368,40 @@ type burst struct {
 	peakHeap, peakRSS uint64
 }
 
+// meter reads what the reconciler costs: the CPU it used so far, and its
+// heap in use (0 where it cannot be read) and RSS now.
+type meter struct {
+	cpu    func() time.Duration
+	memory func() (heap, rss uint64)
+}
+
+// inProcess meters this process, which runs the controllers in-process.
+func inProcess(b *testing.B) meter {
+	return meter{cpu: cpuTime, memory: func() (uint64, uint64) {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse, rssBytes(b)
+	}}
+}
+
+// meter meters the reconciler's process, whose heap is not read.
+func (p *reconcilerProcess) meter(b *testing.B) meter {
+	return meter{cpu: func() time.Duration { return p.cpu(b) }, memory: func() (uint64, uint64) {
+		return 0, p.memory(b).rss
+	}}
+}
+
 // claimBurst claims every warm member at once, 50 clients at a time,
-// sampling the heap and RSS while it runs.
-func claimBurst(b *testing.B, c client.Client, w *readyWatcher, pools []*v1.WarmPool, size scaleSize) burst {
+// sampling the reconciler's heap and RSS while it runs.
+func claimBurst(b *testing.B, c client.Client, w *readyWatcher, pools []*v1.WarmPool, size scaleSize, m meter) burst {
 	waitPoolsFull(b, c, pools, 10*time.Minute)
 	out := burst{claims: len(pools) * size.poolSize}
 	done := make(chan struct{})
 	var sampler sync.WaitGroup
 	sampler.Go(func() {
 		for {
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			out.peakHeap, out.peakRSS = max(out.peakHeap, m.HeapInuse), max(out.peakRSS, rssBytes(b))
+			heap, rss := m.memory()
+			out.peakHeap, out.peakRSS = max(out.peakHeap, heap), max(out.peakRSS, rss)
 			select {
 			case <-done:
 				return
@@ -367,7 +409,7 @@ func claimBurst(b *testing.B, c client.Client, w *readyWatcher, pools []*v1.Warm
 			}
 		}
 	})
-	cpu := cpuTime()
+	cpu := m.cpu()
 	begin := time.Now()
 	var g errgroup.Group
 	g.SetLimit(50)
@@ -378,7 +420,7 @@ func claimBurst(b *testing.B, c client.Client, w *readyWatcher, pools []*v1.Warm
 		})
 	}
 	_ = g.Wait()
-	out.took, out.cpu = time.Since(begin), cpuTime()-cpu
+	out.took, out.cpu = time.Since(begin), m.cpu()-cpu
 	close(done)
 	sampler.Wait()
 	return out

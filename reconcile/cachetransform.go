@@ -5,42 +5,46 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
 
-// maxSharedMaps bounds how many distinct maps of one kind are kept for
+// maxShared bounds how many distinct values of one kind are kept for
 // sharing: they are never dropped, so a cluster cycling through ever new
-// values keeps at most this many (under a kilobyte each) beyond its
-// templates.
-const maxSharedMaps = 256
+// values keeps at most this many (a few kilobytes at most each) beyond
+// its templates.
+const maxShared = 256
 
-// sharedMaps hands out one copy of each distinct map, told apart by a key
-// that spells out its content.
-type sharedMaps[M any] struct {
+// shared hands out one copy of each distinct value (a map, a spec), told
+// apart by a key that spells out its content.
+type shared[V any] struct {
 	mu   sync.Mutex
-	kept map[string]M
+	kept map[string]V
 }
 
-// share returns the kept map of key, keeping m when it is the first.
-func (s *sharedMaps[M]) share(key string, m M) M {
+// share returns the kept value of key, keeping v when it is the first.
+func (s *shared[V]) share(key string, v V) V {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if kept, ok := s.kept[key]; ok {
 		return kept
 	}
 	if s.kept == nil {
-		s.kept = map[string]M{}
+		s.kept = map[string]V{}
 	}
-	if len(s.kept) < maxSharedMaps {
-		s.kept[key] = m
+	if len(s.kept) < maxShared {
+		s.kept[key] = v
 	}
-	return m
+	return v
 }
 
 // keyOf spells out a map in key order, each value written by value; NUL
@@ -57,7 +61,7 @@ func keyOf[K ~string, V any](m map[K]V, value func(V) string) string {
 // their quantities are written alike in canonical form, the form they are
 // also written out in: no reader can tell them apart.
 type resourceLists struct {
-	maps sharedMaps[corev1.ResourceList]
+	maps shared[corev1.ResourceList]
 }
 
 func (s *resourceLists) share(l corev1.ResourceList) corev1.ResourceList {
@@ -78,12 +82,34 @@ func (s *resourceLists) share(l corev1.ResourceList) corev1.ResourceList {
 // GitSync health wait (which lists without copies) only read.
 func templateTransform() toolscache.TransformFunc {
 	var lists resourceLists
-	var labels sharedMaps[map[string]string]
+	var labels shared[map[string]string]
 	return stripThen(func(tpl *v1.SandboxTemplate) {
 		tpl.Spec.Resources.Requests = lists.share(tpl.Spec.Resources.Requests)
 		tpl.Spec.Resources.Limits = lists.share(tpl.Spec.Resources.Limits)
 		if len(tpl.Labels) > 0 {
 			tpl.Labels = labels.share(keyOf(tpl.Labels, func(v string) string { return v }), tpl.Labels)
+		}
+	})
+}
+
+// sandboxTransform interns the strings of a Sandbox alike across
+// sandboxes: its owner and what it starts from, its state, phase and pod's
+// name, and its conditions' type, status and reason. The thousands of
+// Sandboxes are decoded from JSON, a string apiece.
+func sandboxTransform() toolscache.TransformFunc {
+	return stripThen(func(sbx *v1.Sandbox) {
+		spec, status := &sbx.Spec, &sbx.Status
+		spec.Owner, spec.State = intern(spec.Owner), v1.SandboxState(intern(string(spec.State)))
+		for _, ref := range []*v1.LocalObjectReference{spec.TemplateRef, spec.WarmPoolRef} {
+			if ref != nil {
+				ref.Name = intern(ref.Name)
+			}
+		}
+		status.Phase, status.LaunchType = v1.SandboxPhase(intern(string(status.Phase))), v1.LaunchType(intern(string(status.LaunchType)))
+		status.PodName = intern(status.PodName)
+		for i := range status.Conditions {
+			c := &status.Conditions[i]
+			c.Type, c.Status, c.Reason = intern(c.Type), metav1.ConditionStatus(intern(string(c.Status))), intern(c.Reason)
 		}
 	})
 }
@@ -117,15 +143,19 @@ func limitRangeTransform() toolscache.TransformFunc {
 	})
 }
 
-// stripThen strips an object's managed fields, as every cached kind's
-// are (cache.Options.DefaultTransform), then slims an object of kind T
-// with slim.
+// stripThen strips an object's managed fields and interns its metadata,
+// as every cached kind's are (defaultTransform), then slims an object of
+// kind T with slim.
 func stripThen[T any](slim func(T)) toolscache.TransformFunc {
 	strip := cache.TransformStripManagedFields()
+	var alike shared[map[string]string]
 	return func(obj any) (any, error) {
 		obj, err := strip(obj)
 		if err != nil {
 			return obj, err
+		}
+		if o, ok := obj.(metav1.Object); ok {
+			internMetadata(o, &alike)
 		}
 		if o, ok := obj.(T); ok {
 			slim(o)
@@ -134,9 +164,121 @@ func stripThen[T any](slim func(T)) toolscache.TransformFunc {
 	}
 }
 
+// defaultTransform is what the cache does to a kind with no transform of
+// its own: no controller reads managed fields from the cache (a conflict
+// check reads past it), and they would be kept for every cached object.
+func defaultTransform() toolscache.TransformFunc {
+	return stripThen(func(metav1.Object) {})
+}
+
+// internMetadata makes the strings of an object's metadata that are alike
+// across objects one shared copy each (unique.Make): the keys of its
+// labels and annotations, the values of the keys in repeatedValues, its
+// owner references' API version and kind, and its finalizers. A decoder
+// allocates every string afresh, so 10,000 sandboxes' namespaces would
+// otherwise hold 10,000 copies of each pod security label, key and value.
+// The strings that are each object's own (its name, a sandbox's name and
+// UID in its labels, a claim's time) are left as they are: interning them
+// would add a table entry each and share nothing. A map with none of those
+// is shared whole, from alike: every sandbox's quota, limit range and
+// policy carries the same one label, and a Go map of one entry takes
+// about 300 bytes.
+func internMetadata(obj metav1.Object, alike *shared[map[string]string]) {
+	obj.SetLabels(internMap(obj.GetLabels(), alike))
+	obj.SetAnnotations(internMap(obj.GetAnnotations(), alike))
+	refs := obj.GetOwnerReferences()
+	for i := range refs {
+		refs[i].APIVersion, refs[i].Kind = intern(refs[i].APIVersion), intern(refs[i].Kind)
+	}
+	finalizers := obj.GetFinalizers()
+	for i := range finalizers {
+		finalizers[i] = intern(finalizers[i])
+	}
+}
+
+// repeatedValues are the label and annotation keys whose values are alike
+// across many objects: who manages them, the template, pool, member state
+// and template hash of a sandbox's objects, its owner (label and
+// annotation have one key), a node's pool, a GitSync's name. The pod
+// security labels (podSecurityLabels) are too.
+var repeatedValues = map[string]bool{
+	v1.LabelManagedBy: true, v1.LabelTemplate: true, v1.LabelWarmPool: true, v1.LabelMember: true,
+	v1.LabelTemplateHash: true, v1.LabelOwner: true, v1.LabelNodePool: true, v1.LabelGitSync: true,
+}
+
+// podSecurityLabels is the prefix of the labels that set a namespace's pod
+// security levels, the same on every sandbox's namespace.
+const podSecurityLabels = "pod-security.kubernetes.io/"
+
+// internMap is a copy of m with its keys interned, and the values of the
+// keys whose values repeat; the one alike keeps when every value repeats.
+func internMap(m map[string]string, alike *shared[map[string]string]) map[string]string {
+	if len(m) == 0 {
+		return m
+	}
+	out := make(map[string]string, len(m))
+	repeated := true
+	for k, v := range m {
+		if repeatedValues[k] || strings.HasPrefix(k, podSecurityLabels) {
+			v = intern(v)
+		} else {
+			repeated = false
+		}
+		out[intern(k)] = v
+	}
+	if repeated {
+		return alike.share(keyOf(out, func(v string) string { return v }), out)
+	}
+	return out
+}
+
+func intern(s string) string { return unique.Make(s).Value() }
+
+// networkPolicyTransform makes equal NetworkPolicy specs one shared
+// spec. A sandbox's policy is built from its template alone (it names no
+// namespace), so one template's thousands of sandboxes hold the same
+// spec, about a kilobyte decoded, compared with what it should be
+// (apply.IfChanged) and never written to in the cache.
+func networkPolicyTransform() toolscache.TransformFunc {
+	var specs shared[networkingv1.NetworkPolicySpec]
+	return stripThen(func(policy *networkingv1.NetworkPolicy) {
+		// The protobuf encoding writes map entries in key order, so equal
+		// specs encode alike.
+		if key, err := policy.Spec.Marshal(); err == nil {
+			policy.Spec = specs.share(string(key), policy.Spec)
+		}
+	})
+}
+
+// roleBindingTransform interns the strings of a binding's subjects and
+// role: every sandbox's binding names the same role, and its owner, one of
+// a few developers, as the bindings of the owner's other sandboxes do.
+func roleBindingTransform() toolscache.TransformFunc {
+	return stripThen(func(binding *rbacv1.RoleBinding) {
+		for i := range binding.Subjects {
+			s := &binding.Subjects[i]
+			s.Kind, s.APIGroup, s.Name, s.Namespace = intern(s.Kind), intern(s.APIGroup), intern(s.Name), intern(s.Namespace)
+		}
+		role := &binding.RoleRef
+		role.APIGroup, role.Kind, role.Name = intern(role.APIGroup), intern(role.Kind), intern(role.Name)
+	})
+}
+
+// namespaceTransform interns a namespace's finalizer and phase, the same
+// on every namespace.
+func namespaceTransform() toolscache.TransformFunc {
+	return stripThen(func(ns *corev1.Namespace) {
+		for i, f := range ns.Spec.Finalizers {
+			ns.Spec.Finalizers[i] = corev1.FinalizerName(intern(string(f)))
+		}
+		ns.Status.Phase = corev1.NamespacePhase(intern(string(ns.Status.Phase)))
+	})
+}
+
 // podTransform keeps of a sandbox's pod what the controllers read: its
-// metadata, the node it runs on and its status, without the parts of
-// its containers' statuses nobody reads (images, IDs, resources, mounts).
+// metadata, the node it runs on and of its status the phase, message, IP,
+// the Ready and PodScheduled conditions and its containers' statuses
+// without the parts nobody reads (images, IDs, resources, mounts).
 // The spec (containers, volumes, the service account token's projection)
 // is most of a pod and is only ever written, by the create: a running pod
 // is never rewritten, and every write to a pod goes through a Delete or a
@@ -145,21 +287,51 @@ func stripThen[T any](slim func(T)) toolscache.TransformFunc {
 func podTransform() toolscache.TransformFunc {
 	return stripThen(func(pod *corev1.Pod) {
 		pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName}
-		slimContainerStatuses(pod.Status.InitContainerStatuses)
-		slimContainerStatuses(pod.Status.ContainerStatuses)
-		pod.Status.EphemeralContainerStatuses = nil
+		status := pod.Status
+		pod.Status = corev1.PodStatus{
+			Phase: corev1.PodPhase(intern(string(status.Phase))), Reason: intern(status.Reason), Message: status.Message,
+			PodIP: status.PodIP, Conditions: readConditions(status.Conditions),
+			InitContainerStatuses: slimContainerStatuses(status.InitContainerStatuses),
+			ContainerStatuses:     slimContainerStatuses(status.ContainerStatuses),
+		}
 	})
 }
 
+// readConditions are the pod conditions the controllers read, Ready and
+// PodScheduled (environment.PodReady, Unschedulable, ScheduledAt), with
+// their type, status and reason interned.
+func readConditions(conditions []corev1.PodCondition) []corev1.PodCondition {
+	var out []corev1.PodCondition
+	for _, c := range conditions {
+		if c.Type == corev1.PodReady || c.Type == corev1.PodScheduled {
+			c.Type, c.Status, c.Reason = corev1.PodConditionType(intern(string(c.Type))), corev1.ConditionStatus(intern(string(c.Status))), intern(c.Reason)
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // slimContainerStatuses keeps of each status what the sandbox's status is
-// told from: its name, state, last state, readiness and restarts.
-func slimContainerStatuses(statuses []corev1.ContainerStatus) {
+// told from: its name, state, last state, readiness and restarts, with a
+// state's container ID dropped and its reason interned.
+func slimContainerStatuses(statuses []corev1.ContainerStatus) []corev1.ContainerStatus {
 	for i, s := range statuses {
 		statuses[i] = corev1.ContainerStatus{
-			Name: s.Name, State: s.State, LastTerminationState: s.LastTerminationState,
+			Name: intern(s.Name), State: slimState(s.State), LastTerminationState: slimState(s.LastTerminationState),
 			Ready: s.Ready, RestartCount: s.RestartCount, Started: s.Started,
 		}
 	}
+	return statuses
+}
+
+func slimState(state corev1.ContainerState) corev1.ContainerState {
+	if w := state.Waiting; w != nil {
+		w.Reason = intern(w.Reason)
+	}
+	if t := state.Terminated; t != nil {
+		t.Reason, t.ContainerID = intern(t.Reason), ""
+	}
+	return state
 }
 
 // nodeTransform keeps of a node what the node pools read: its labels, the

@@ -2,16 +2,23 @@ package reconcile
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
@@ -91,8 +98,8 @@ func TestTemplateTransformSharesEqualMaps(t *testing.T) {
 func TestTemplateTransformKeepsAtMostMaxSharedLists(t *testing.T) {
 	transform := templateTransform()
 	distinct := func(i int) string { return fmt.Sprintf("%dm", i+1) }
-	first := decodeTemplates(t, maxSharedMaps+10, distinct, transform)
-	again := decodeTemplates(t, maxSharedMaps+10, distinct, transform)
+	first := decodeTemplates(t, maxShared+10, distinct, transform)
+	again := decodeTemplates(t, maxShared+10, distinct, transform)
 	// Requests and limits share one store of lists, and the requests are
 	// the same list everywhere: they hold one of its places.
 	kept := 1
@@ -101,8 +108,8 @@ func TestTemplateTransformKeepsAtMostMaxSharedLists(t *testing.T) {
 			kept++
 		}
 	}
-	if kept != maxSharedMaps {
-		t.Errorf("%d lists kept for sharing, want %d", kept, maxSharedMaps)
+	if kept != maxShared {
+		t.Errorf("%d lists kept for sharing, want %d", kept, maxShared)
 	}
 }
 
@@ -139,15 +146,16 @@ func BenchmarkTemplateCacheMemory(b *testing.B) {
 }
 
 // TestPodTransformKeepsWhatControllersRead: a sandbox's pod keeps its
-// metadata, node and status, with container statuses cut to what the
-// sandbox's status is told from, and loses its spec otherwise.
+// metadata, node, and of its status the phase, message, IP, Ready and
+// PodScheduled conditions and container statuses cut to what the
+// sandbox's status is told from; it loses the rest of its spec and status.
 func TestPodTransformKeepsWhatControllersRead(t *testing.T) {
 	started := metav1.NewTime(time.Date(2026, 12, 5, 2, 0, 0, 0, time.UTC))
 	status := func(name string) corev1.ContainerStatus {
 		return corev1.ContainerStatus{
 			Name: name, Image: "python:3.12", ImageID: "docker.io/library/python@sha256:0", ContainerID: "containerd://0",
 			State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}},
-			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}},
+			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", ContainerID: "containerd://1"}},
 			Ready:                true, RestartCount: 2, Started: ptr.To(true),
 			VolumeMounts: []corev1.VolumeMountStatus{{Name: "workspace", MountPath: "/workspace"}},
 		}
@@ -165,7 +173,13 @@ func TestPodTransformKeepsWhatControllersRead(t *testing.T) {
 		},
 		Status: corev1.PodStatus{
 			Phase: corev1.PodRunning, PodIP: "10.0.0.5", Message: "m",
-			Conditions:            []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+			PodIPs: []corev1.PodIP{{IP: "10.0.0.5"}}, HostIP: "192.168.0.2", HostIPs: []corev1.HostIP{{IP: "192.168.0.2"}},
+			QOSClass: corev1.PodQOSGuaranteed, StartTime: &started,
+			Conditions: []corev1.PodCondition{
+				{Type: corev1.PodInitialized, Status: corev1.ConditionTrue},
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue},
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: started},
+			},
 			InitContainerStatuses: []corev1.ContainerStatus{status("gate")},
 			ContainerStatuses:     []corev1.ContainerStatus{status("sandbox")},
 		},
@@ -173,8 +187,11 @@ func TestPodTransformKeepsWhatControllersRead(t *testing.T) {
 	want := pod.DeepCopy()
 	want.ManagedFields = nil
 	want.Spec = corev1.PodSpec{NodeName: "node-1"}
+	want.Status.PodIPs, want.Status.HostIP, want.Status.HostIPs, want.Status.QOSClass, want.Status.StartTime = nil, "", nil, "", nil
+	want.Status.Conditions = want.Status.Conditions[1:]
 	for _, s := range []*corev1.ContainerStatus{&want.Status.InitContainerStatuses[0], &want.Status.ContainerStatuses[0]} {
 		s.Image, s.ImageID, s.ContainerID, s.VolumeMounts = "", "", "", nil
+		s.LastTerminationState.Terminated.ContainerID = ""
 	}
 	checkTransform(t, podTransform(), pod, want)
 }
@@ -266,5 +283,156 @@ func checkTransform(t *testing.T, transform func(any) (any, error), in, want any
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("transformed %T (-want +got):\n%s", in, diff)
+	}
+}
+
+// sameString tells whether a and b are one copy in memory.
+func sameString(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+
+// checkShared fails for each pair of equal strings that are two copies.
+func checkShared(t *testing.T, pairs [][2]string) {
+	t.Helper()
+	for _, pair := range pairs {
+		if !sameString(pair[0], pair[1]) {
+			t.Errorf("%q: two copies", pair[0])
+		}
+	}
+}
+
+// transformAll decodes format filled in with each of args, as an
+// informer would (each string a copy of its own), passes each object
+// through transform, checks that it lost its managed fields alone, and
+// returns the objects.
+func transformAll[T interface {
+	kruntime.Object
+	metav1.Object
+}](t *testing.T, transform func(any) (any, error), format string, newObject func() T, args ...any) []T {
+	t.Helper()
+	decoder := serializer.NewCodecFactory(kubescheme.Scheme).UniversalDeserializer()
+	var out []T
+	for _, arg := range args {
+		obj := newObject()
+		if _, _, err := decoder.Decode(fmt.Appendf(nil, format, arg), nil, obj); err != nil {
+			t.Fatal(err)
+		}
+		want := obj.DeepCopyObject().(T)
+		want.SetManagedFields(nil)
+		checkTransform(t, transform, obj, want)
+		out = append(out, obj)
+	}
+	return out
+}
+
+// TestNamespaceTransformInternsWhatRepeats: two sandboxes' namespaces keep
+// every label, annotation, owner and finalizer, the strings alike across
+// them are one copy, and each sandbox's own name stays its own.
+func TestNamespaceTransformInternsWhatRepeats(t *testing.T) {
+	const namespace = `{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"sandbox-%[1]s","uid":"u-%[1]s",
+ "labels":{"app.kubernetes.io/managed-by":"agentsandbox","agentsandbox.dev/sandbox":"%[1]s","agentsandbox.dev/template":"python",
+  "kubernetes.io/metadata.name":"sandbox-%[1]s","pod-security.kubernetes.io/enforce":"restricted"},
+ "annotations":{"agentsandbox.dev/owner":"dev@example.com"},
+ "ownerReferences":[{"apiVersion":"agentsandbox.dev/v1alpha1","kind":"Sandbox","name":"%[1]s","uid":"s-%[1]s","controller":true}],
+ "managedFields":[{"manager":"agentsandbox","operation":"Apply"}]},
+"spec":{"finalizers":["kubernetes"]},"status":{"phase":"Active"}}`
+	got := transformAll(t, namespaceTransform(), namespace, func() *corev1.Namespace { return &corev1.Namespace{} }, "a", "b")
+	a, b := got[0], got[1]
+	for key := range a.Labels {
+		k := keyIn(b.Labels, key)
+		if !sameString(key, k) {
+			t.Errorf("label key %s: two copies", key)
+		}
+		switch key {
+		case v1.LabelSandbox, corev1.LabelMetadataName:
+			if a.Labels[key] == b.Labels[key] {
+				t.Errorf("label %s: %q on both", key, a.Labels[key])
+			}
+		default:
+			if !sameString(a.Labels[key], b.Labels[key]) {
+				t.Errorf("label %s=%s: two copies of the value", key, a.Labels[key])
+			}
+		}
+	}
+	checkShared(t, [][2]string{
+		{a.Annotations[v1.AnnotationOwner], b.Annotations[v1.AnnotationOwner]},
+		{a.OwnerReferences[0].APIVersion, b.OwnerReferences[0].APIVersion},
+		{a.OwnerReferences[0].Kind, b.OwnerReferences[0].Kind},
+		{string(a.Spec.Finalizers[0]), string(b.Spec.Finalizers[0])},
+		{string(a.Status.Phase), string(b.Status.Phase)},
+	})
+}
+
+// keyIn is m's own copy of key.
+func keyIn(m map[string]string, key string) string {
+	for k := range m {
+		if k == key {
+			return k
+		}
+	}
+	return ""
+}
+
+// TestNetworkPolicyTransformSharesEqualSpecs: two sandboxes' policies of
+// one template hold one spec, with its content; a third template's
+// policy keeps its own.
+func TestNetworkPolicyTransformSharesEqualSpecs(t *testing.T) {
+	const policy = `{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{"name":"sandbox","namespace":"sandbox-%[1]d",
+ "labels":{"app.kubernetes.io/managed-by":"agentsandbox"}},
+"spec":{"podSelector":{},"policyTypes":["Ingress","Egress"],"egress":[{"to":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kube-system"}},
+ "podSelector":{"matchLabels":{"k8s-app":"kube-dns"}}}],"ports":[{"protocol":"UDP","port":53},{"protocol":"TCP","port":%[1]d}]}]}}`
+	got := transformAll(t, networkPolicyTransform(), policy, func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} }, 53, 53, 443)
+	if &got[0].Spec.Egress[0] != &got[1].Spec.Egress[0] {
+		t.Error("equal specs not shared")
+	}
+	if !sameMap(got[0].Labels, got[2].Labels) {
+		t.Error("equal labels, every value alike across objects, not one map")
+	}
+	if &got[0].Spec.Egress[0] == &got[2].Spec.Egress[0] {
+		t.Error("unequal specs shared")
+	}
+	if port := got[2].Spec.Egress[0].Ports[1].Port.IntValue(); port != 443 {
+		t.Errorf("third policy's port = %d, want 443", port)
+	}
+}
+
+// TestRoleBindingTransformInternsSubjectsAndRole: two sandboxes' bindings
+// of one owner keep their subjects and role, each string one copy.
+func TestRoleBindingTransformInternsSubjectsAndRole(t *testing.T) {
+	const binding = `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding","metadata":{"name":"owner","namespace":"sandbox-%d"},
+"subjects":[{"kind":"User","apiGroup":"rbac.authorization.k8s.io","name":"dev@example.com"}],
+"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"agentsandbox-sandbox-owner"}}`
+	got := transformAll(t, roleBindingTransform(), binding, func() *rbacv1.RoleBinding { return &rbacv1.RoleBinding{} }, 1, 2)
+	a, b := got[0], got[1]
+	checkShared(t, [][2]string{
+		{a.Subjects[0].Name, b.Subjects[0].Name}, {a.Subjects[0].APIGroup, b.Subjects[0].APIGroup},
+		{a.RoleRef.Name, b.RoleRef.Name}, {a.RoleRef.Kind, b.RoleRef.Kind}, {a.RoleRef.APIGroup, a.Subjects[0].APIGroup},
+	})
+}
+
+// TestSandboxTransformInternsWhatRepeats: two Sandboxes of one owner and
+// template keep their content, and their owner, template, phase and
+// condition strings are one copy.
+func TestSandboxTransformInternsWhatRepeats(t *testing.T) {
+	const sandbox = `{"apiVersion":"agentsandbox.dev/v1alpha1","kind":"Sandbox","metadata":{"name":"s-%d","namespace":"dev"},
+"spec":{"templateRef":{"name":"python"},"owner":"dev@example.com","state":"Running"},
+"status":{"phase":"Running","namespace":"sandbox-s-%[1]d","podName":"sandbox","launchType":"Cold",
+ "conditions":[{"type":"Ready","status":"True","reason":"Running","message":"m","lastTransitionTime":"2026-12-05T02:00:00Z"}]}}`
+	got := transformAll(t, sandboxTransform(), sandbox, func() *v1.Sandbox { return &v1.Sandbox{} }, 1, 2)
+	a, b := got[0], got[1]
+	checkShared(t, [][2]string{
+		{a.Spec.Owner, b.Spec.Owner}, {a.Spec.TemplateRef.Name, b.Spec.TemplateRef.Name}, {string(a.Spec.State), string(b.Spec.State)},
+		{string(a.Status.Phase), string(b.Status.Phase)}, {a.Status.PodName, b.Status.PodName}, {string(a.Status.LaunchType), string(b.Status.LaunchType)},
+		{a.Status.Conditions[0].Type, b.Status.Conditions[0].Type}, {a.Status.Conditions[0].Reason, b.Status.Conditions[0].Reason},
+		{string(a.Status.Conditions[0].Status), string(b.Status.Conditions[0].Status)},
+	})
+}
+
+// TestInformersKeepNoNamespaceIndex: the cache's informers keep the field
+// indexes they are given and not controller-runtime's index by namespace.
+func TestInformersKeepNoNamespaceIndex(t *testing.T) {
+	byName := func(obj any) ([]string, error) { return []string{obj.(*corev1.Pod).Name}, nil }
+	informer := newInformerWithoutNamespaceIndex(&toolscache.ListWatch{}, &corev1.Pod{}, 0,
+		toolscache.Indexers{toolscache.NamespaceIndex: toolscache.MetaNamespaceIndexFunc, "field:name": byName})
+	if got := slices.Sorted(maps.Keys(informer.GetIndexer().GetIndexers())); !slices.Equal(got, []string{"field:name"}) {
+		t.Errorf("indexes %v, want [field:name]", got)
 	}
 }

@@ -30,6 +30,10 @@ import (
 // ServiceAccount is the identity config/ installs the reconciler under.
 const ServiceAccount = "system:serviceaccount:agentsandbox-system:agentsandbox-reconciler"
 
+// ServiceAccountGroups are the groups the API server puts ServiceAccount
+// in.
+var ServiceAccountGroups = []string{"system:serviceaccounts", "system:serviceaccounts:agentsandbox-system", "system:authenticated"}
+
 // Run runs the package's tests (m.Run) with a manager running the
 // controllers that setup registers, started when the first test asks for
 // the cluster (testcluster.OnFirstUse) and stopped after the last. Use it
@@ -73,16 +77,29 @@ var running *manager
 // counting, so ReadCount and WriteCount before and after say what the
 // restart cost the API server.
 func Restart() (time.Duration, error) {
-	if running == nil {
-		return 0, errors.New("no controllers running: ask for the cluster (testcluster.Get) first")
-	}
-	if err := running.stop(); err != nil {
+	resume, err := Pause()
+	if err != nil {
 		return 0, err
 	}
 	begin := time.Now()
-	stop, informers, err := start(running.cluster, running.setup)
-	running.stop, running.cache = stop, informers
+	err = resume()
 	return time.Since(begin), err
+}
+
+// Pause stops the package's controllers until resume starts them again,
+// so that a benchmark can run the reconciler as a process of its own
+// against the same cluster meanwhile.
+func Pause() (resume func() error, err error) {
+	if running == nil {
+		return nil, errors.New("no controllers running: ask for the cluster (testcluster.Get) first")
+	}
+	if err := running.stop(); err != nil {
+		return nil, err
+	}
+	return func() (err error) {
+		running.stop, running.cache, err = start(running.cluster, running.setup)
+		return err
+	}, nil
 }
 
 // Cache is the running controllers' informer cache, nil before the first
@@ -101,9 +118,7 @@ func start(cluster *testcluster.Cluster, setup func(ctrl.Manager) error) (func()
 	// The controllers run as the reconciler's service account, with exactly
 	// the RBAC config/rbac grants it, so a missing permission fails a test.
 	cfg := rest.CopyConfig(cluster.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: ServiceAccount, Groups: []string{
-		"system:serviceaccounts", "system:serviceaccounts:agentsandbox-system", "system:authenticated",
-	}}
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: ServiceAccount, Groups: ServiceAccountGroups}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return writeCounter{rt} })
 	// No client-side rate limit, as `agentsandbox reconcile` has none
 	// (controller-runtime's GetConfig leaves throttling to the API

@@ -37,7 +37,7 @@ func (c *Cluster) Developers(t testing.TB, prefixes ...string) []Developer {
 	for _, p := range prefixes {
 		d := Developer{Name: Name(p) + "@example.com", Config: rest.CopyConfig(c.Config)}
 		d.Config.Impersonate = rest.ImpersonationConfig{UserName: d.Name, Groups: []string{"system:authenticated"}}
-		d.Kubeconfig = c.impersonatingKubeconfig(t, d.Name)
+		d.Kubeconfig = c.ImpersonatingKubeconfig(t, d.Name, "system:authenticated")
 		subjects = append(subjects, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: d.Name})
 		devs = append(devs, d)
 	}
@@ -97,9 +97,10 @@ func (d Developer) Claim(t testing.TB, template string) (*sandboxclient.Client, 
 	return sdk, sbx
 }
 
-// impersonatingKubeconfig writes a copy of the admin kubeconfig whose
-// current user impersonates user.
-func (c *Cluster) impersonatingKubeconfig(t testing.TB, user string) string {
+// ImpersonatingKubeconfig writes a copy of the admin kubeconfig whose
+// current user impersonates user in groups, for a binary to act as that
+// user. It is removed when the test ends.
+func (c *Cluster) ImpersonatingKubeconfig(t testing.TB, user string, groups ...string) string {
 	t.Helper()
 	cfg, err := clientcmd.LoadFromFile(c.Kubeconfig)
 	if err != nil {
@@ -110,7 +111,7 @@ func (c *Cluster) impersonatingKubeconfig(t testing.TB, user string) string {
 		t.Fatalf("kubeconfig %s has no current user", c.Kubeconfig)
 	}
 	auth := cfg.AuthInfos[current.AuthInfo]
-	auth.Impersonate, auth.ImpersonateGroups = user, []string{"system:authenticated"}
+	auth.Impersonate, auth.ImpersonateGroups = user, groups
 	file := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, file); err != nil {
 		t.Fatal(err)
