@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,27 +34,31 @@ type reconcilerProcess struct {
 	exited chan error
 	// pprof is the address of its /debug/pprof, on loopback.
 	pprof string
+	// stop stops it (SIGTERM) and resumes the in-process controllers.
+	stop func()
 }
 
-// startReconciler pauses the in-process controllers and starts the
-// reconciler binary in their place, with the same controllers' options
-// (bench's TestMain: no egress gate, no gateway), as the reconciler's
-// ServiceAccount, and with GOMEMLIMIT at the Deployment's memory limit,
-// as the Deployment sets it. It returns once the process is ready
-// (/readyz: every cache synced) and how long that took; when the
-// benchmark ends the process is stopped and the in-process controllers
-// resumed.
-func startReconciler(b *testing.B, limit int64) (*reconcilerProcess, time.Duration) {
-	cluster := testcluster.Get(b)
-	dir := b.TempDir()
-	bin := filepath.Join(dir, "agentsandbox")
-	// Built as the Dockerfile builds it.
+// buildReconciler builds the reconciler's binary as the Dockerfile builds
+// it, and returns its path.
+func buildReconciler(b *testing.B) string {
+	bin := filepath.Join(b.TempDir(), "agentsandbox")
 	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "../cmd/agentsandbox")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("build the reconciler: %v\n%s", err, out)
 	}
-	kubeconfig := cluster.ImpersonatingKubeconfig(b, reconciletest.ServiceAccount, reconciletest.ServiceAccountGroups...)
+	return bin
+}
+
+// startReconciler pauses the in-process controllers and starts bin's
+// reconciler in their place, with the same controllers' options (bench's
+// TestMain: no egress gate, no gateway), as the reconciler's
+// ServiceAccount, and with env (the Go runtime's settings) added to its
+// environment. It returns once the process is ready (/readyz: every cache
+// synced) and how long that took. stop, or the benchmark's end, stops the
+// process and resumes the in-process controllers.
+func startReconciler(b *testing.B, bin string, env []string) (*reconcilerProcess, time.Duration) {
+	kubeconfig := testcluster.Get(b).ImpersonatingKubeconfig(b, reconciletest.ServiceAccount, reconciletest.ServiceAccountGroups...)
 	health := freeLoopbackAddr(b)
 	resume, err := reconciletest.Pause()
 	if err != nil {
@@ -60,14 +67,14 @@ func startReconciler(b *testing.B, limit int64) (*reconcilerProcess, time.Durati
 	p := &reconcilerProcess{exited: make(chan error, 1), pprof: freeLoopbackAddr(b)}
 	p.cmd = exec.Command(bin, "reconcile", "--kubeconfig", kubeconfig, "--leader-elect=false", "--metrics-addr=0",
 		"--health-addr", health, "--pprof-addr", p.pprof, "--egress-gate-image=", "--egress-gateway=", "--zap-log-level=error")
-	p.cmd.Env = append(os.Environ(), "GOMEMLIMIT="+strconv.FormatInt(limit, 10))
+	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = os.Stderr
 	begin := time.Now()
 	if err := p.cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
 	go func() { p.exited <- p.cmd.Wait() }()
-	b.Cleanup(func() {
+	p.stop = sync.OnceFunc(func() {
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		if err := <-p.exited; err != nil {
 			b.Errorf("the reconciler did not stop cleanly on SIGTERM: %v", err)
@@ -76,6 +83,7 @@ func startReconciler(b *testing.B, limit int64) (*reconcilerProcess, time.Durati
 			b.Error(err)
 		}
 	})
+	b.Cleanup(p.stop)
 	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		select {
 		case err := <-p.exited:
@@ -92,6 +100,44 @@ func startReconciler(b *testing.B, limit int64) (*reconcilerProcess, time.Durati
 			b.Fatal("the reconciler not ready within 5 minutes")
 		}
 	}
+}
+
+// measureAlone starts bin's reconciler with env (startReconciler), lets it
+// settle and adds to the table, under a name that says env, its start to
+// ready and, at rest, its RSS, heap in use and CPU over 30 s. It returns
+// the running process and its memory at rest.
+func measureAlone(b *testing.B, bin string, env []string, add func(what, empty, atScale, ratio string)) (*reconcilerProcess, processMemory) {
+	p, ready := startReconciler(b, bin, env)
+	p.settle(b)
+	cpu := p.cpu(b)
+	time.Sleep(30 * time.Second)
+	restCPU := p.cpu(b) - cpu
+	mem := p.memory(b)
+	what := fmt.Sprintf("the reconciler alone (`agentsandbox reconcile`, %s)", describeEnv(env))
+	add(what+": start to ready (every cache synced)", "", ready.Round(time.Millisecond).String(), "")
+	add(what+": RSS at rest (anonymous), peak RSS since its start", "", fmt.Sprintf("%s (%s), %s", mib(mem.rss), mib(mem.anon), mib(mem.peak)), "")
+	add(what+": heap in use at rest, after a collection", "", mib(p.heap(b)), "")
+	add(what+": CPU at rest (30 s)", "", restCPU.String(), "")
+	return p, mem
+}
+
+// describeEnv spells out the runtime settings of env, the last of a name
+// winning as it does in a process's environment, and a memory limit in
+// MiB.
+func describeEnv(env []string) string {
+	values := map[string]string{}
+	for _, kv := range env {
+		name, value, _ := strings.Cut(kv, "=")
+		if bytes, err := strconv.ParseUint(value, 10, 64); err == nil && name == "GOMEMLIMIT" {
+			value = mib(bytes)
+		}
+		values[name] = value
+	}
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(values)) {
+		out = append(out, name+"="+values[name])
+	}
+	return strings.Join(out, ", ")
 }
 
 // settle waits until the process has used under 1% of a core for 5 s
@@ -189,9 +235,11 @@ func (p *reconcilerProcess) get(b *testing.B, path string) []byte {
 	return body
 }
 
-// deployedMemoryLimit is the reconciler's memory limit in config/'s
-// Deployment, in bytes: what GOMEMLIMIT is set to in a cluster.
-func deployedMemoryLimit(b *testing.B) int64 {
+// deployedRuntimeEnv is the Go runtime's settings config/'s Deployment
+// gives the reconciler: its GO* variables set to a value, and GOMEMLIMIT
+// at the container's memory limit (a resourceFieldRef, resolved here as
+// the kubelet resolves it, to bytes).
+func deployedRuntimeEnv(b *testing.B) []string {
 	data, err := os.ReadFile("../config/manager/deployment.yaml")
 	if err != nil {
 		b.Fatal(err)
@@ -201,12 +249,27 @@ func deployedMemoryLimit(b *testing.B) int64 {
 		b.Fatalf("config/manager/deployment.yaml: %v", err)
 	}
 	for _, c := range deployment.Spec.Template.Spec.Containers {
-		if c.Name == "reconciler" && !c.Resources.Limits.Memory().IsZero() {
-			return c.Resources.Limits.Memory().Value()
+		if c.Name != "reconciler" {
+			continue
 		}
+		var env []string
+		for _, e := range c.Env {
+			switch {
+			case !strings.HasPrefix(e.Name, "GO"):
+			case e.Value != "":
+				env = append(env, e.Name+"="+e.Value)
+			case e.ValueFrom != nil && e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.Resource == "limits.memory":
+				limit := c.Resources.Limits.Memory()
+				if limit.IsZero() {
+					b.Fatalf("config/manager/deployment.yaml: %s is the memory limit, and the reconciler has none", e.Name)
+				}
+				env = append(env, e.Name+"="+strconv.FormatInt(limit.Value(), 10))
+			}
+		}
+		return env
 	}
-	b.Fatal("config/manager/deployment.yaml: no memory limit on the reconciler container")
-	return 0
+	b.Fatal("config/manager/deployment.yaml: no reconciler container")
+	return nil
 }
 
 // freeLoopbackAddr is a loopback address no one listens on now.

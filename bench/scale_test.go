@@ -126,20 +126,14 @@ func BenchmarkScale(b *testing.B) {
 		add(fmt.Sprintf("template change rolling %d members: time, writes", members), "", fmt.Sprintf("%s, %d", took.Round(time.Second), rollWrites), "")
 		b.ReportMetric(took.Seconds(), "roll-s")
 
-		limit := deployedMemoryLimit(b)
-		alone, ready := startReconciler(b, limit)
-		alone.settle(b)
-		cpu := alone.cpu(b)
-		time.Sleep(30 * time.Second)
-		restCPU := alone.cpu(b) - cpu
-		mem := alone.memory(b)
-		what := fmt.Sprintf("the reconciler alone (`agentsandbox reconcile`, GOMEMLIMIT=%s as deployed)", mib(uint64(limit)))
-		add(what+": start to ready (every cache synced)", "", ready.Round(time.Millisecond).String(), "")
-		add(what+": RSS at rest (anonymous), peak RSS since its start", "", fmt.Sprintf("%s (%s), %s", mib(mem.rss), mib(mem.anon), mib(mem.peak)), "")
-		add(what+": heap in use at rest, after a collection", "", mib(alone.heap(b)), "")
-		add(what+": CPU at rest (30 s)", "", restCPU.String(), "")
+		bin, deployed := buildReconciler(b), deployedRuntimeEnv(b)
+		// Go's default collector first, for what the Deployment's runtime
+		// settings change.
+		defaultGC, _ := measureAlone(b, bin, append(slices.Clone(deployed), "GOGC=100"), add)
+		defaultGC.stop()
+		alone, mem := measureAlone(b, bin, deployed, add)
 		burst = claimBurst(b, c, watcher, pools, size, alone.meter(b))
-		add(fmt.Sprintf("the reconciler alone: %d-claim burst: time, CPU, peak RSS", burst.claims), "",
+		add(fmt.Sprintf("the reconciler alone, as deployed: %d-claim burst: time, CPU, peak RSS", burst.claims), "",
 			fmt.Sprintf("%s, %s CPU, %s", burst.took.Round(time.Millisecond), burst.cpu.Round(time.Millisecond), mib(burst.peakRSS)), "")
 		b.ReportMetric(float64(mem.rss)/(1<<20), "alone-rest-RSS-MiB")
 		b.ReportMetric(float64(burst.peakRSS)/(1<<20), "alone-burst-peak-RSS-MiB")

@@ -85,7 +85,13 @@ func TestEachUseIsRecorded(t *testing.T) {
 	t.Parallel()
 	alice := newUsers(t, "alice")[0]
 	ctx := context.Background()
-	tpl, _ := testcluster.Get(t).IdleTemplate(t, 4*time.Second)
+	// Long enough that a use recorded late, on a CI machine busy with
+	// every other package's tests, still lands before the idle stop: each
+	// use comes a report interval (a quarter of the timeout) after the one
+	// before was recorded.
+	const idleTimeout = 8 * time.Second
+	report := idleTimeout / 4
+	tpl, _ := testcluster.Get(t).IdleTemplate(t, idleTimeout)
 	sbx := claim(t, alice, sandboxclient.ClaimOptions{Template: tpl.Name})
 	recorded := func() time.Time {
 		t.Helper()
@@ -121,7 +127,7 @@ func TestEachUseIsRecorded(t *testing.T) {
 	}
 	for _, u := range uses {
 		before := recorded()
-		time.Sleep(1100 * time.Millisecond) // past the report interval (a quarter of 4 s)
+		time.Sleep(report + 100*time.Millisecond)
 		if err := u.use(); err != nil {
 			t.Fatalf("%s: %v", u.name, err)
 		}
@@ -135,11 +141,11 @@ func TestEachUseIsRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1200 * time.Millisecond)
+	time.Sleep(report + 200*time.Millisecond)
 	during := recorded()
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * report)
 	if later := recorded(); !later.After(during) {
-		t.Errorf("an open forwarded connection: last activity %s, and %s two seconds later; want it recorded while open", during, later)
+		t.Errorf("an open forwarded connection: last activity %s, and %s %s later; want it recorded while open", during, later, 2*report)
 	}
 	_ = conn.Close()
 
