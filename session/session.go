@@ -52,10 +52,11 @@ const greetingTimeout = 15 * time.Second
 // Open greets the agent at the other end of conn and starts the session.
 // An agent of another protocol version fails with a *wire.VersionError.
 func Open(conn io.ReadWriteCloser) (*Session, error) {
-	if err := wire.Greet(conn, wire.RoleSession); err != nil {
-		_ = conn.Close()
-		return nil, fmt.Errorf("greeting the sandbox agent: %w", err)
-	}
+	// The other end's greeting is read even when ours could not be
+	// written: a program that is not the agent (a shell saying there is
+	// none) may have said so and gone before our write, and what it said
+	// is the error worth reporting, not the broken pipe.
+	sent := wire.Greet(conn, wire.RoleSession)
 	br := bufio.NewReaderSize(conn, 64)
 	greeted := make(chan error, 1)
 	go func() { greeted <- wire.ReadGreeting(br, wire.RoleAgent) }()
@@ -64,6 +65,9 @@ func Open(conn io.ReadWriteCloser) (*Session, error) {
 	case err = <-greeted:
 	case <-time.After(greetingTimeout):
 		err = fmt.Errorf("the sandbox agent did not greet within %s", greetingTimeout)
+	}
+	if sent != nil {
+		err = errors.Join(err, fmt.Errorf("greeting the sandbox agent: %w", sent))
 	}
 	if err != nil {
 		_ = conn.Close()
