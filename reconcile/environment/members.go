@@ -138,33 +138,14 @@ type Taken struct {
 // Members lists the pool's unclaimed members that are not being deleted,
 // and those taken but still labelled available. Claims and the pool's own
 // passes look at every member of pools of hundreds, so the cache is read
-// without copying, through the pool's indexes (index.NamespaceWarmPool and
-// its siblings), with one list of the pool's pods and one of its bindings
-// instead of reads per member.
+// without copying, through indexes: the pool's unclaimed members
+// (index.NamespaceWarmPool), then each one's binding and pod
+// (index.BindingOfMember, index.PodOfMember). None of it grows with the
+// sandboxes claimed from the pool before.
 func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member, []Taken, error) {
 	namespaces := &corev1.NamespaceList{}
 	if err := c.List(ctx, namespaces, client.UnsafeDisableDeepCopy, client.MatchingFields{index.NamespaceWarmPool: pool.Name}); err != nil {
 		return nil, nil, fmt.Errorf("failed to list members of WarmPool %s: %w", pool.Name, err)
-	}
-	bindings := &rbacv1.RoleBindingList{}
-	if err := c.List(ctx, bindings, client.UnsafeDisableDeepCopy, client.MatchingFields{index.BindingWarmPool: pool.Name}); err != nil {
-		return nil, nil, fmt.Errorf("failed to list the bindings of WarmPool %s's members: %w", pool.Name, err)
-	}
-	bindingOf := make(map[string]*rbacv1.RoleBinding, len(bindings.Items))
-	for i := range bindings.Items {
-		if b := &bindings.Items[i]; b.Name == OwnerBindingName {
-			bindingOf[b.Namespace] = b
-		}
-	}
-	pods := &corev1.PodList{}
-	if err := c.List(ctx, pods, client.UnsafeDisableDeepCopy, client.MatchingFields{index.PodWarmPool: pool.Name}); err != nil {
-		return nil, nil, fmt.Errorf("failed to list pods of WarmPool %s: %w", pool.Name, err)
-	}
-	podOf := make(map[string]*corev1.Pod, len(pods.Items))
-	for i := range pods.Items {
-		if pods.Items[i].Name == PodName {
-			podOf[pods.Items[i].Namespace] = &pods.Items[i]
-		}
 	}
 	members := make([]Member, 0, len(namespaces.Items))
 	var taken []Taken
@@ -173,12 +154,20 @@ func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member,
 		if ns.Labels[v1.LabelMember] != v1.MemberAvailable || ns.DeletionTimestamp != nil || !metav1.IsControlledBy(ns, pool) {
 			continue
 		}
-		if b := bindingOf[ns.Name]; b != nil {
+		bindings := &rbacv1.RoleBindingList{}
+		if err := c.List(ctx, bindings, client.UnsafeDisableDeepCopy, client.MatchingFields{index.BindingOfMember: ns.Name}); err != nil {
+			return nil, nil, fmt.Errorf("failed to list the bindings of WarmPool %s's member %s: %w", pool.Name, ns.Name, err)
+		}
+		if b := named(bindings.Items, OwnerBindingName); b != nil {
 			taken = append(taken, Taken{Namespace: ns, Binding: b})
 			continue
 		}
+		pods := &corev1.PodList{}
+		if err := c.List(ctx, pods, client.UnsafeDisableDeepCopy, client.MatchingFields{index.PodOfMember: ns.Name}); err != nil {
+			return nil, nil, fmt.Errorf("failed to list the pods of WarmPool %s's member %s: %w", pool.Name, ns.Name, err)
+		}
 		m := Member{Namespace: ns}
-		if pod := podOf[ns.Name]; pod != nil {
+		if pod := named(pods.Items, PodName); pod != nil {
 			m.Complete, m.Ready, m.Pod = true, PodReady(pod), pod
 			m.Unschedulable, _ = Unschedulable(pod)
 		}
@@ -189,6 +178,19 @@ func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member,
 		return members[i].Namespace.CreationTimestamp.Before(&members[j].Namespace.CreationTimestamp)
 	})
 	return members, taken, nil
+}
+
+// named is the item of items called name, nil when there is none.
+func named[T any, PT interface {
+	*T
+	GetName() string
+}](items []T, name string) PT {
+	for i := range items {
+		if item := PT(&items[i]); item.GetName() == name {
+			return item
+		}
+	}
+	return nil
 }
 
 // DeleteNamespace deletes a sandbox's or member's namespace, and with it

@@ -37,16 +37,23 @@ const NamespaceSandbox = "metadata.labels.sandbox" // on Namespace
 // took before the member's namespace does.
 const BindingSandbox = "metadata.labels.sandbox" // on RoleBinding
 
-// NamespaceWarmPool, BindingWarmPool and PodWarmPool index a warm pool's
-// members' namespaces, bindings and pods (and those of the sandboxes that
-// claimed them) by the pool they are labelled for
-// (v1alpha1.LabelWarmPool): every claim and every pass of a pool looks at
-// its members, and a label selector on the cache would go through every
-// namespace, binding and pod of the cluster each time.
+// NamespaceWarmPool indexes a warm pool's unclaimed members' namespaces
+// (labelled v1alpha1.MemberAvailable, taken ones among them until their
+// relabel) by the pool they are labelled for: every claim and every pass
+// of a pool looks at its members, and a label selector on the cache would
+// go through every namespace of the cluster each time. A claimed member
+// leaves the index with its relabel, so a claim's look at its pool does
+// not grow with the sandboxes claimed from it before.
+const NamespaceWarmPool = "metadata.labels.warm-pool,member=available" // on Namespace
+
+// BindingOfMember and PodOfMember index the bindings and pods labelled for
+// a warm pool (its members', and the sandboxes' that claimed them, which
+// keep the label) by their namespace: a claim looks up those of each
+// unclaimed member, and the informers keep no index by namespace
+// (reconcile.CacheOptions).
 const (
-	NamespaceWarmPool = "metadata.labels.warm-pool" // on Namespace
-	BindingWarmPool   = "metadata.labels.warm-pool" // on RoleBinding
-	PodWarmPool       = "metadata.labels.warm-pool" // on Pod
+	BindingOfMember = "metadata.namespace,labels.warm-pool" // on RoleBinding
+	PodOfMember     = "metadata.namespace,labels.warm-pool" // on Pod
 )
 
 var (
@@ -78,25 +85,52 @@ func Register(mgr ctrl.Manager) error {
 		}
 	}
 	for _, l := range []struct {
-		obj          client.Object
-		field, label string
+		obj   client.Object
+		field string
+		key   func(client.Object) (string, bool)
 	}{
-		{&corev1.Namespace{}, NamespaceSandbox, v1.LabelSandbox},
-		{&rbacv1.RoleBinding{}, BindingSandbox, v1.LabelSandbox},
-		{&corev1.Namespace{}, NamespaceWarmPool, v1.LabelWarmPool},
-		{&rbacv1.RoleBinding{}, BindingWarmPool, v1.LabelWarmPool},
-		{&corev1.Pod{}, PodWarmPool, v1.LabelWarmPool},
+		{&corev1.Namespace{}, NamespaceSandbox, labelled(v1.LabelSandbox)},
+		{&rbacv1.RoleBinding{}, BindingSandbox, labelled(v1.LabelSandbox)},
+		{&corev1.Namespace{}, NamespaceWarmPool, availableMember},
+		{&rbacv1.RoleBinding{}, BindingOfMember, memberNamespace},
+		{&corev1.Pod{}, PodOfMember, memberNamespace},
 	} {
 		err := mgr.GetFieldIndexer().IndexField(context.Background(), l.obj, l.field, func(o client.Object) []string {
-			if value, ok := o.GetLabels()[l.label]; ok {
-				return []string{value}
+			if key, ok := l.key(o); ok {
+				return []string{key}
 			}
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("failed to index %T by its label %s: %w", l.obj, l.label, err)
+			return fmt.Errorf("failed to index %T by %s: %w", l.obj, l.field, err)
 		}
 	}
 	registered[mgr] = true
 	return nil
+}
+
+// labelled keys an object by the value of its label.
+func labelled(label string) func(client.Object) (string, bool) {
+	return func(o client.Object) (string, bool) {
+		value, ok := o.GetLabels()[label]
+		return value, ok
+	}
+}
+
+// availableMember keys a namespace labelled as an unclaimed member by its
+// pool.
+func availableMember(o client.Object) (string, bool) {
+	if o.GetLabels()[v1.LabelMember] != v1.MemberAvailable {
+		return "", false
+	}
+	return labelled(v1.LabelWarmPool)(o)
+}
+
+// memberNamespace keys an object labelled for a warm pool by its
+// namespace.
+func memberNamespace(o client.Object) (string, bool) {
+	if _, ok := o.GetLabels()[v1.LabelWarmPool]; !ok {
+		return "", false
+	}
+	return o.GetNamespace(), true
 }
