@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,7 +24,11 @@ func TestIdleStopAndWake(t *testing.T) {
 	t.Parallel()
 	alice := newUsers(t, "alice")[0]
 	ctx := context.Background()
-	tpl, _ := testcluster.Get(t).IdleTemplate(t, 3*time.Second)
+	// Long enough that a use recorded late on a busy CI machine (the
+	// command's reports come every quarter of it) still lands before the
+	// idle stop.
+	const idleTimeout = 6 * time.Second
+	tpl, _ := testcluster.Get(t).IdleTemplate(t, idleTimeout)
 	sbx := claim(t, alice, sandboxclient.ClaimOptions{Template: tpl.Name})
 	current := func() *v1.Sandbox {
 		t.Helper()
@@ -38,12 +43,13 @@ func TestIdleStopAndWake(t *testing.T) {
 		return got.Status.Idle != nil && got.Status.Idle.StopAt != nil, "no status.idle yet"
 	})
 
-	code, err := alice.client.Exec(ctx, sbx.Name, sandboxclient.ExecOptions{Command: []string{"sleep", "6"}})
+	command := []string{"sleep", strconv.Itoa(int((idleTimeout + 3*time.Second).Seconds()))}
+	code, err := alice.client.Exec(ctx, sbx.Name, sandboxclient.ExecOptions{Command: command})
 	if err != nil || code != 0 {
-		t.Fatalf("sleep 6: %d %v", code, err)
+		t.Fatalf("%s: %d %v", strings.Join(command, " "), code, err)
 	}
 	if got := current(); got.IdleStopped() || got.Status.Phase != v1.SandboxPhaseRunning {
-		t.Fatalf("a sandbox running a 6 s command stopped after its 3 s idle timeout: phase %s", got.Status.Phase)
+		t.Fatalf("a sandbox running %q stopped after its %s idle timeout: phase %s", strings.Join(command, " "), idleTimeout, got.Status.Phase)
 	}
 
 	testcluster.Eventually(t, "the unused sandbox stopped", func() (bool, string) {
