@@ -56,8 +56,9 @@ type scaleRow struct {
 // requests at rest, its heap and the process's RSS and CPU at rest and
 // through a burst of claims, a restart to all caches synced and the reads
 // it costs, and a template change rolling every warm member. Last it runs
-// the reconciler as a process of its own, as deployed, for its RSS and
-// CPU at rest and through a second burst without the benchmark's share.
+// the reconciler as a process of its own, for its RSS and CPU at rest
+// with Go's default collector and then as deployed, and as deployed
+// through a second burst without the benchmark's share.
 // It prints a table and reports each figure. Run it alone and once:
 //
 //	make bench-scale   (go test -run '^$' -bench Scale -benchtime 1x -timeout 90m ./bench/)
