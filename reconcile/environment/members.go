@@ -139,45 +139,74 @@ type Taken struct {
 // and those taken but still labelled available. Claims and the pool's own
 // passes look at every member of pools of hundreds, so the cache is read
 // without copying, through indexes: the pool's unclaimed members
-// (index.NamespaceWarmPool), then each one's binding and pod
-// (index.BindingOfMember, index.PodOfMember). None of it grows with the
-// sandboxes claimed from the pool before.
+// (AvailableNamespaces), then each one's binding and pod (Inspect). None
+// of it grows with the sandboxes claimed from the pool before.
 func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member, []Taken, error) {
-	namespaces := &corev1.NamespaceList{}
-	if err := c.List(ctx, namespaces, client.UnsafeDisableDeepCopy, client.MatchingFields{index.NamespaceWarmPool: pool.Name}); err != nil {
-		return nil, nil, fmt.Errorf("failed to list members of WarmPool %s: %w", pool.Name, err)
+	namespaces, err := AvailableNamespaces(ctx, c, pool)
+	if err != nil {
+		return nil, nil, err
 	}
-	members := make([]Member, 0, len(namespaces.Items))
+	members := make([]Member, 0, len(namespaces))
 	var taken []Taken
-	for i := range namespaces.Items {
-		ns := &namespaces.Items[i]
-		if ns.Labels[v1.LabelMember] != v1.MemberAvailable || ns.DeletionTimestamp != nil || !metav1.IsControlledBy(ns, pool) {
-			continue
+	for _, ns := range namespaces {
+		m, binding, err := Inspect(ctx, c, pool, ns)
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case binding != nil:
+			taken = append(taken, Taken{Namespace: ns, Binding: binding})
+		default:
+			members = append(members, m)
 		}
-		bindings := &rbacv1.RoleBindingList{}
-		if err := c.List(ctx, bindings, client.UnsafeDisableDeepCopy, client.MatchingFields{index.BindingOfMember: ns.Name}); err != nil {
-			return nil, nil, fmt.Errorf("failed to list the bindings of WarmPool %s's member %s: %w", pool.Name, ns.Name, err)
-		}
-		if b := named(bindings.Items, OwnerBindingName); b != nil {
-			taken = append(taken, Taken{Namespace: ns, Binding: b})
-			continue
-		}
-		pods := &corev1.PodList{}
-		if err := c.List(ctx, pods, client.UnsafeDisableDeepCopy, client.MatchingFields{index.PodOfMember: ns.Name}); err != nil {
-			return nil, nil, fmt.Errorf("failed to list the pods of WarmPool %s's member %s: %w", pool.Name, ns.Name, err)
-		}
-		m := Member{Namespace: ns}
-		if pod := named(pods.Items, PodName); pod != nil {
-			m.Complete, m.Ready, m.Pod = true, PodReady(pod), pod
-			m.Unschedulable, _ = Unschedulable(pod)
-		}
-		members = append(members, m)
 	}
 	// Oldest first: a pool trims the newest, and claims spread from there.
 	sort.Slice(members, func(i, j int) bool {
 		return members[i].Namespace.CreationTimestamp.Before(&members[j].Namespace.CreationTimestamp)
 	})
 	return members, taken, nil
+}
+
+// AvailableNamespaces lists the namespaces of the pool's members labelled
+// available that are not being deleted, from the cache's own objects
+// (index.NamespaceWarmPool): some may be taken already, which Inspect
+// tells.
+func AvailableNamespaces(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]*corev1.Namespace, error) {
+	list := &corev1.NamespaceList{}
+	if err := c.List(ctx, list, client.UnsafeDisableDeepCopy, client.MatchingFields{index.NamespaceWarmPool: pool.Name}); err != nil {
+		return nil, fmt.Errorf("failed to list members of WarmPool %s: %w", pool.Name, err)
+	}
+	namespaces := make([]*corev1.Namespace, 0, len(list.Items))
+	for i := range list.Items {
+		ns := &list.Items[i]
+		if ns.Labels[v1.LabelMember] == v1.MemberAvailable && ns.DeletionTimestamp == nil && metav1.IsControlledBy(ns, pool) {
+			namespaces = append(namespaces, ns)
+		}
+	}
+	return namespaces, nil
+}
+
+// Inspect looks up, in the cache, the binding and pod of the pool's member
+// in ns (index.BindingOfMember, index.PodOfMember). A member a claim or
+// the pool's trim took has a binding, which it returns; any other is
+// returned as a Member.
+func Inspect(ctx context.Context, c client.Reader, pool *v1.WarmPool, ns *corev1.Namespace) (Member, *rbacv1.RoleBinding, error) {
+	bindings := &rbacv1.RoleBindingList{}
+	if err := c.List(ctx, bindings, client.UnsafeDisableDeepCopy, client.MatchingFields{index.BindingOfMember: ns.Name}); err != nil {
+		return Member{}, nil, fmt.Errorf("failed to list the bindings of WarmPool %s's member %s: %w", pool.Name, ns.Name, err)
+	}
+	if b := named(bindings.Items, OwnerBindingName); b != nil {
+		return Member{}, b, nil
+	}
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.UnsafeDisableDeepCopy, client.MatchingFields{index.PodOfMember: ns.Name}); err != nil {
+		return Member{}, nil, fmt.Errorf("failed to list the pods of WarmPool %s's member %s: %w", pool.Name, ns.Name, err)
+	}
+	m := Member{Namespace: ns}
+	if pod := named(pods.Items, PodName); pod != nil {
+		m.Complete, m.Ready, m.Pod = true, PodReady(pod), pod
+		m.Unschedulable, _ = Unschedulable(pod)
+	}
+	return m, nil, nil
 }
 
 // named is the item of items called name, nil when there is none.

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,9 +154,9 @@ func quietLogs() {
 }
 
 var (
-	writesMu sync.Mutex
-	writes   []Write
-	reads    atomic.Int64
+	requestsMu sync.Mutex
+	writes     []Write
+	reads      []string
 )
 
 // Write is one mutating request the controllers sent.
@@ -166,47 +165,66 @@ type Write struct {
 }
 
 // writeCounter records the controllers' mutating requests, so tests can
-// count the API writes an operation costs, and counts their reads.
+// count the API writes an operation costs, and the paths of their reads.
 type writeCounter struct{ next http.RoundTripper }
 
 func (w writeCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	// Copies: the parsed path shares the memory of the whole request URL,
+	// query and all, which a benchmark of thousands of writes would
+	// otherwise count as the reconciler's.
 	if req.Method != http.MethodGet {
-		writesMu.Lock()
-		// A copy: the parsed path shares the memory of the whole request
-		// URL, query and all, which a benchmark of thousands of writes
-		// would otherwise count as the reconciler's.
+		requestsMu.Lock()
 		writes = append(writes, Write{Method: req.Method, Path: strings.Clone(req.URL.Path)})
-		writesMu.Unlock()
+		requestsMu.Unlock()
 	} else if q := req.URL.Query(); q.Get("watch") != "true" || q.Get("sendInitialEvents") == "true" {
 		// A watch that streams the initial list first (client-go's
 		// WatchList) is the list an informer starts with.
-		reads.Add(1)
+		requestsMu.Lock()
+		reads = append(reads, strings.Clone(req.URL.Path))
+		requestsMu.Unlock()
 	}
 	return w.next.RoundTrip(req)
 }
 
 // ReadCount is how many GET requests the controllers sent so far: gets,
 // lists and watches that begin with a list (WatchList), not the watches
-// that only follow changes.
-func ReadCount() int { return int(reads.Load()) }
+// that only follow changes. Pass it to Reads to see only what came after.
+func ReadCount() int {
+	requestsMu.Lock()
+	defer requestsMu.Unlock()
+	return len(reads)
+}
+
+// Reads returns the paths of the controllers' reads since the since-th
+// that match.
+func Reads(since int, match func(path string) bool) []string {
+	requestsMu.Lock()
+	defer requestsMu.Unlock()
+	return matching(reads[since:], match)
+}
 
 // WriteCount is how many mutating requests the controllers sent so far; pass
 // it to Writes to see only what came after.
 func WriteCount() int {
-	writesMu.Lock()
-	defer writesMu.Unlock()
+	requestsMu.Lock()
+	defer requestsMu.Unlock()
 	return len(writes)
 }
 
 // Writes returns the controllers' mutating requests since the since-th that
 // match.
 func Writes(since int, match func(Write) bool) []Write {
-	writesMu.Lock()
-	defer writesMu.Unlock()
-	var out []Write
-	for _, w := range writes[since:] {
-		if match(w) {
-			out = append(out, w)
+	requestsMu.Lock()
+	defer requestsMu.Unlock()
+	return matching(writes[since:], match)
+}
+
+// matching is the requests that match.
+func matching[T any](requests []T, match func(T) bool) []T {
+	var out []T
+	for _, r := range requests {
+		if match(r) {
+			out = append(out, r)
 		}
 	}
 	return out

@@ -28,7 +28,9 @@ const (
 // client's create plus every controller write about the sandbox or its
 // claimed namespace after the create (the member's own creation and the
 // pool's refill are the pool's, and not counted), and those sent before
-// the status write that made it Ready.
+// the status write that made it Ready. Nor does a claim read past the
+// cache: not on its way to Ready, and not in the pass its own status
+// write brings, which runs as the client is told it is Ready.
 func TestWarmClaimWrites(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Get(t).Client
@@ -36,7 +38,7 @@ func TestWarmClaimWrites(t *testing.T) {
 	pool := newPool(t, c, tpl, 1, nil)
 	waitPoolReady(t, c, pool, 1)
 
-	since := reconciletest.WriteCount()
+	since, readsSince := reconciletest.WriteCount(), reconciletest.ReadCount()
 	sbx := newSandbox(t, c, tpl, claimFrom(pool))
 	got := waitCondition(t, c, sbx, metav1.ConditionTrue, v1.ReasonPodReady)
 	if got.Status.LaunchType != "Warm" {
@@ -59,6 +61,12 @@ func TestWarmClaimWrites(t *testing.T) {
 	}
 	total := 1 + len(mine) + eventWrites
 	t.Logf("warm claim writes: 1 create + %d controller requests %v + %d events = %d", len(mine), mine, eventWrites, total)
+	reads := reconciletest.Reads(readsSince, func(path string) bool {
+		return strings.Contains(path, "/sandboxes/"+sbx.Name) || strings.Contains(path, "/namespaces/"+ns)
+	})
+	if len(reads) > 0 {
+		t.Errorf("a warm claim read past the cache: %v", reads)
+	}
 	if total > claimWrites {
 		t.Errorf("a warm claim cost %d API writes, more than %d", total, claimWrites)
 	}

@@ -31,7 +31,6 @@ func (r *Reconciler) placeSandbox(ctx context.Context, sbx *v1.Sandbox, res reso
 		return "", nil, err
 	}
 	if sbx.Status.Namespace != "" {
-		r.memory.forgetClaim(sbx.Name)
 		// Two reconcilers at once (or one whose status write was lost
 		// before another's landed) may each have taken a namespace for the
 		// sandbox; the status names the one it has, the first write of a
@@ -175,29 +174,34 @@ func (r *Reconciler) unadoptedClaims(ctx context.Context, name string) ([]unadop
 // member's namespace is relabelled once the sandbox's status write landed
 // (adopt), off the path to Ready. It returns the member as the cache
 // showed it.
+//
+// The members are ranked by name alone and looked at (their binding and
+// pod) in that order only until one can be claimed: a claim's cost does
+// not grow with its pool's size beyond listing and ranking the names.
 func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (*corev1.Namespace, error) {
-	members, _, err := environment.Members(ctx, r.Client, res.warmPool)
+	namespaces, err := environment.AvailableNamespaces(ctx, r.Client, res.warmPool)
 	if err != nil {
 		return nil, err
 	}
-	var candidates []*corev1.Namespace
-	for _, m := range members {
-		stale := res.warmPool.Spec.UpdateStrategy.Type == v1.RecreateUpdateStrategy && m.Namespace.Labels[v1.LabelTemplateHash] != res.template.Status.ContentHash
-		if m.Ready && !stale {
-			candidates = append(candidates, m.Namespace)
-		}
-	}
+	recreate := res.warmPool.Spec.UpdateStrategy.Type == v1.RecreateUpdateStrategy
+	candidates := slices.DeleteFunc(namespaces, func(ns *corev1.Namespace) bool {
+		return recreate && ns.Labels[v1.LabelTemplateHash] != res.template.Status.ContentHash
+	})
 	rankForSandbox(candidates, sbx.Name)
 	// A sandbox starts cold only when no member could be claimed: a claim
 	// that loses a member to another moves on to the next, which costs one
 	// refused create each, and only claims of other processes the cache
 	// has not shown yet (or a trim) can win a member first.
 	for _, ns := range candidates {
-		if !r.memory.take(ns.Name, sbx.Name) {
+		m, binding, err := environment.Inspect(ctx, r.Client, res.warmPool, ns)
+		if err != nil {
+			return nil, err
+		}
+		if binding != nil || !m.Ready || !r.memory.take(ns.Name, sbx.Name) {
 			continue
 		}
 		now := metav1.NewTime(time.Now())
-		err := r.Create(ctx, environment.ClaimBinding(ns, sbx, now.Time))
+		err = r.Create(ctx, environment.ClaimBinding(ns, sbx, now.Time))
 		if err != nil {
 			at, ours := r.claimedAnyway(ctx, sbx, ns.Name, err)
 			if !ours {

@@ -159,7 +159,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	// member to be deleted (placeSandbox).
 	patchErr := r.patchStatus(ctx, patcher, before, sbx)
 	if patchErr == nil && o.claimed != nil {
-		patchErr = r.adopt(ctx, sbx, o.claimed, sbx.Status.ClaimedAt.Time)
+		if patchErr = r.adopt(ctx, sbx, o.claimed, sbx.Status.ClaimedAt.Time); patchErr == nil {
+			r.memory.noteRelabelled(sbx, time.Now())
+		}
 	}
 	if patchErr != nil && err == nil {
 		err = patchErr

@@ -135,3 +135,35 @@ func TestRankForSandbox(t *testing.T) {
 		t.Errorf("40 sandboxes' claims start at %d of 20 members, want them spread over at least 10", len(firsts))
 	}
 }
+
+// TestRelabelTrust: the pass after a claim trusts this process's relabel
+// of the member over a cache that does not show it yet, for that sandbox
+// (by UID) and that namespace only, and only for relabelTrust.
+func TestRelabelTrust(t *testing.T) {
+	m := newMemory()
+	sbx := &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "agent", UID: "uid-1"}}
+	member := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sandbox-wp-python-1"}}
+	m.claimed(sbx, member)
+	at := time.Now()
+	if m.relabelledLately(sbx, member.Name, at) {
+		t.Error("trusted a relabel that was not written")
+	}
+	m.noteRelabelled(sbx, at)
+	if !m.relabelledLately(sbx, member.Name, at.Add(time.Second)) {
+		t.Error("a relabel written a second ago not trusted")
+	}
+	if m.relabelledLately(sbx, member.Name, at.Add(relabelTrust)) {
+		t.Errorf("a relabel still trusted %v after it was written", relabelTrust)
+	}
+	if m.relabelledLately(sbx, "sandbox-wp-python-2", at) {
+		t.Error("trusted a relabel of another namespace")
+	}
+	recreated := &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "agent", UID: "uid-2"}}
+	if m.relabelledLately(recreated, member.Name, at) {
+		t.Error("trusted the relabel for a Sandbox of the same name made since")
+	}
+	m.forgetClaim(sbx.Name)
+	if m.relabelledLately(sbx, member.Name, at) || !m.take(member.Name, "other") {
+		t.Error("the claim is remembered after it was forgotten")
+	}
+}

@@ -40,12 +40,22 @@ type memory struct {
 }
 
 // memberClaim is a member namespace, as the claim leaves it once
-// relabelled (environment.ClaimedNamespace), and the sandbox that claimed
-// it.
+// relabelled (environment.ClaimedNamespace), the sandbox that claimed it,
+// and when this process relabelled it (zero until then).
 type memberClaim struct {
-	sandbox   types.UID
-	namespace *corev1.Namespace
+	sandbox    types.UID
+	namespace  *corev1.Namespace
+	relabelled time.Time
 }
+
+// relabelTrust is how long a relabel this process wrote explains a cache
+// that does not show it. The pass right after a claim (its own status
+// write brings it) usually starts before the relabel's event arrives; it
+// trusts the relabel instead of reading the namespace past the cache,
+// which would put a read, or a second relabel, on the API server just as
+// the client's watch is told the sandbox is Ready. A cache still behind
+// after this long is asked no more: the namespace is read past it.
+const relabelTrust = 10 * time.Second
 
 func newMemory() *memory {
 	return &memory{claims: map[string]memberClaim{}, taken: map[string]string{}, wakes: map[types.UID]time.Time{}}
@@ -87,8 +97,29 @@ func (m *memory) claimed(sbx *v1.Sandbox, ns *corev1.Namespace) {
 	m.claims[sbx.Name] = memberClaim{sandbox: sbx.UID, namespace: ns}
 }
 
-// forgetClaim drops a sandbox's claim once its status names the member, or
-// it is gone.
+// noteRelabelled records that the relabel of the member sbx claimed
+// landed at at.
+func (m *memory) noteRelabelled(sbx *v1.Sandbox, at time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.claims[sbx.Name]; ok && c.sandbox == sbx.UID {
+		c.relabelled = at
+		m.claims[sbx.Name] = c
+	}
+}
+
+// relabelledLately tells whether this process relabelled namespace for
+// sbx within relabelTrust before now.
+func (m *memory) relabelledLately(sbx *v1.Sandbox, namespace string, now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.claims[sbx.Name]
+	return ok && c.sandbox == sbx.UID && c.namespace.Name == namespace &&
+		!c.relabelled.IsZero() && now.Sub(c.relabelled) < relabelTrust
+}
+
+// forgetClaim drops a sandbox's claim once the cache shows its member
+// relabelled, or the sandbox is gone.
 func (m *memory) forgetClaim(sandbox string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

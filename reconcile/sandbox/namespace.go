@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -72,7 +73,10 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, sbx *v1.Sandbox, bp en
 	ns := &corev1.Namespace{}
 	switch err = r.Get(ctx, key, ns); {
 	case err == nil && ownsNamespace(ns, sbx):
+		r.memory.forgetClaim(sbx.Name)
 		return namespaceCached, nil, nil
+	case err == nil && r.memory.relabelledLately(sbx, ns.Name, time.Now()):
+		return namespaceAhead, nil, nil
 	case err == nil:
 		err = r.apiReader.Get(ctx, key, ns)
 	case !apierrors.IsNotFound(err):
