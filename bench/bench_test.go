@@ -184,7 +184,7 @@ func BenchmarkWarmClaim(b *testing.B) {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			pool := fullPool(b, int32(b.N))
 			var warm atomic.Int64
-			writes := reconciletest.WriteCount()
+			writes, reads := reconciletest.WriteCount(), reconciletest.ReadCount()
 			latency.Run(b, clients, func() time.Duration {
 				s, d := watcher.claim(b, pool.Name)
 				if s != nil && s.Status.LaunchType == v1.LaunchWarm {
@@ -198,6 +198,8 @@ func BenchmarkWarmClaim(b *testing.B) {
 			// claim's).
 			claimWrites := reconciletest.Writes(writes, func(w reconciletest.Write) bool { return !refillWrite(w) })
 			b.ReportMetric(1+float64(len(claimWrites))/float64(b.N), "writes/claim")
+			// Reads past the cache: a claim should need none.
+			b.ReportMetric(float64(reconciletest.ReadCount()-reads)/float64(b.N), "reads/claim")
 		})
 	}
 }
