@@ -136,11 +136,12 @@ type Taken struct {
 }
 
 // Members lists the pool's unclaimed members that are not being deleted,
-// and those taken but still labelled available. Claims and the pool's own
-// passes look at every member of pools of hundreds, so the cache is read
-// without copying, through indexes: the pool's unclaimed members
-// (AvailableNamespaces), then each one's binding and pod (Inspect). None
-// of it grows with the sandboxes claimed from the pool before.
+// and those taken but still labelled available, for the pool's own passes;
+// a claim looks at members one at a time instead. A pass looks at every
+// member of pools of hundreds, so the cache is read without copying,
+// through indexes: the pool's unclaimed members (AvailableNamespaces),
+// then each one's binding and pod (Inspect). None of it grows with the
+// sandboxes claimed from the pool before.
 func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member, []Taken, error) {
 	namespaces, err := AvailableNamespaces(ctx, c, pool)
 	if err != nil {
