@@ -143,6 +143,9 @@ func TestRelabelTrust(t *testing.T) {
 	m := newMemory()
 	sbx := &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "agent", UID: "uid-1"}}
 	member := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sandbox-wp-python-1"}}
+	if !m.take(member.Name, sbx.Name) {
+		t.Fatal("a free member could not be taken")
+	}
 	m.claimed(sbx, member)
 	at := time.Now()
 	if m.relabelledLately(sbx, member.Name, at) {
@@ -161,6 +164,9 @@ func TestRelabelTrust(t *testing.T) {
 	recreated := &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "agent", UID: "uid-2"}}
 	if m.relabelledLately(recreated, member.Name, at) {
 		t.Error("trusted the relabel for a Sandbox of the same name made since")
+	}
+	if m.take(member.Name, "other") {
+		t.Error("another claim took the member while its claim is remembered")
 	}
 	m.forgetClaim(sbx.Name)
 	if m.relabelledLately(sbx, member.Name, at) || !m.take(member.Name, "other") {

@@ -12,12 +12,13 @@ import (
 
 // memory is what the controller remembers from one pass to the next,
 // beside the status writes it remembers (statuspatch): the claims this
-// process made until the sandboxes' statuses name them, the members it is
-// claiming, and when clients woke idle sandboxes.
+// process made until the cache shows their members relabelled, the members
+// it is claiming, and when clients woke idle sandboxes.
 //
 // Claims: a pass that starts from a cache which has not seen the claim's
 // own write yet must not claim a second member, nor take the member for
-// someone else's namespace. Members being claimed: concurrent claims of
+// someone else's namespace, nor read it past the cache because the
+// relabel is not in the cache yet (relabelTrust). Members being claimed: concurrent claims of
 // one pool skip them instead of losing the binding's create to a member
 // the cache still shows free. Wakes: the wake latency metric is observed
 // when the sandbox is Ready again.
