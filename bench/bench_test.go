@@ -33,6 +33,7 @@ import (
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/apirequests"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/latency"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
@@ -185,6 +186,7 @@ func BenchmarkWarmClaim(b *testing.B) {
 			pool := fullPool(b, int32(b.N))
 			var warm atomic.Int64
 			writes, reads := reconciletest.WriteCount(), reconciletest.ReadCount()
+			requests := apirequests.Snapshot(b, testcluster.Get(b).Config)
 			latency.Run(b, clients, func() time.Duration {
 				s, d := watcher.claim(b, pool.Name)
 				if s != nil && s.Status.LaunchType == v1.LaunchWarm {
@@ -192,6 +194,7 @@ func BenchmarkWarmClaim(b *testing.B) {
 				}
 				return d
 			})
+			apirequests.Report(b, testcluster.Get(b).Config, requests, "claim")
 			b.ReportMetric(float64(warm.Load())/float64(b.N), "warm-ratio")
 			// The client's create, and the controllers' writes but the
 			// refill's (building members is the pool's cost, not the

@@ -24,12 +24,14 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/apirequests"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/latency"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/apply"
@@ -89,6 +91,7 @@ func BenchmarkClaimWrites(b *testing.B) {
 					relabels = &errgroup.Group{}
 				}
 				start := time.Now()
+				requests := apirequests.Snapshot(b, cluster.Config)
 				latency.Run(b, clients, func() time.Duration {
 					ns := <-members
 					s := &v1.Sandbox{
@@ -117,6 +120,7 @@ func BenchmarkClaimWrites(b *testing.B) {
 					return took
 				})
 				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "claims/s")
+				apirequests.Report(b, cluster.Config, requests, "claim")
 				if relabels != nil {
 					if err := relabels.Wait(); err != nil {
 						b.Error(err)
@@ -216,8 +220,9 @@ func readyStatus(ctx context.Context, c client.Client, s *v1.Sandbox, ns *corev1
 }
 
 // newMembers creates n namespaces to claim and waits until the controller
-// manager has given each its default ServiceAccount, so its reaction to
-// them does not load the API server while the claims are measured.
+// manager has given each its default ServiceAccount and root CA ConfigMap,
+// so its reaction to them does not load the API server while the claims
+// are measured.
 func newMembers(b *testing.B, c client.Client, n int) chan *corev1.Namespace {
 	ctx := context.Background()
 	prefix := testcluster.Name("floor")
@@ -240,18 +245,29 @@ func newMembers(b *testing.B, c client.Client, n int) chan *corev1.Namespace {
 	if err := creates.Wait(); err != nil {
 		b.Fatal(err)
 	}
-	testcluster.Eventually(b, "the members' default ServiceAccounts", func() (bool, string) {
-		accounts := &corev1.ServiceAccountList{}
-		if err := c.List(ctx, accounts, client.MatchingFields{"metadata.name": "default"}); err != nil {
+	waitInEach(b, c, prefix, n, &corev1.ServiceAccountList{}, "default")
+	waitInEach(b, c, prefix, n, &corev1.ConfigMapList{}, "kube-root-ca.crt")
+	return members
+}
+
+// waitInEach waits until each of the n namespaces named prefix-i holds an
+// object of list's kind named name, as the controller manager makes in
+// every new namespace.
+func waitInEach(b *testing.B, c client.Client, prefix string, n int, list client.ObjectList, name string) {
+	testcluster.Eventually(b, "an object named "+name+" in each member", func() (bool, string) {
+		if err := c.List(context.Background(), list, client.MatchingFields{"metadata.name": name}); err != nil {
+			return false, err.Error()
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
 			return false, err.Error()
 		}
 		have := 0
-		for _, sa := range accounts.Items {
-			if strings.HasPrefix(sa.Namespace, prefix+"-") {
+		for _, item := range items {
+			if obj, ok := item.(client.Object); ok && strings.HasPrefix(obj.GetNamespace(), prefix+"-") {
 				have++
 			}
 		}
 		return have == n, fmt.Sprintf("%d of %d", have, n)
 	})
-	return members
 }
