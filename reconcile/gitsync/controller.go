@@ -87,7 +87,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A sync can take up to its timeout (a slow Git server, a health
 		// wait): one must not hold up the others.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
-		Complete(r)
+		Complete(statuspatch.RequeueConflicts(r))
 }
 
 // deletingPredicate passes the update that marks a GitSync deleted, which

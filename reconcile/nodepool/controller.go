@@ -76,7 +76,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&nodev1.RuntimeClass{}, handler.EnqueueRequestsFromMapFunc(poolOfRuntimeClass)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfNode),
 			builder.WithPredicates(nodeChangedPredicate())).
-		Complete(r)
+		Complete(statuspatch.RequeueConflicts(r))
 }
 
 // Reconcile converges one pool. The finalizer is in place before any node

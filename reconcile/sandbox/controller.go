@@ -99,7 +99,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// sandboxes still waiting to be placed care.
 		Watches(&v1.WarmPool{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesBy(index.SandboxWarmPool, unplaced))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: ConcurrentReconciles}).
-		Complete(r)
+		Complete(statuspatch.RequeueConflicts(r))
 }
 
 // ConcurrentReconciles is how many sandboxes are reconciled at once: claims

@@ -1,10 +1,16 @@
 package statuspatch
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
@@ -23,5 +29,32 @@ func TestStatusOfEveryKind(t *testing.T) {
 		if got := statusOf(obj); fmt.Sprintf("%T", got) != fmt.Sprintf("%T", want) {
 			t.Errorf("statusOf(%T) is a %T, want %T", obj, got, want)
 		}
+	}
+}
+
+// A pass that ends in a conflict, even one wrapped in the pass's own
+// message, runs again soon and is not an error; any other outcome is the
+// pass's own.
+func TestRequeueConflicts(t *testing.T) {
+	conflict := apierrors.NewConflict(schema.GroupResource{Group: "agentsandbox.dev", Resource: "sandboxes"}, "s", errors.New("the object has been modified"))
+	failed := errors.New("failed to create namespace")
+	for name, tc := range map[string]struct {
+		result     reconcile.Result
+		err        error
+		wantResult reconcile.Result
+		wantErr    error
+	}{
+		"conflict":         {err: conflict, wantResult: reconcile.Result{RequeueAfter: conflictRetry}},
+		"wrapped conflict": {err: fmt.Errorf("failed to set the finalizers of s: %w", conflict), wantResult: reconcile.Result{RequeueAfter: conflictRetry}},
+		"other error":      {err: failed, wantErr: failed},
+		"success":          {result: reconcile.Result{RequeueAfter: time.Minute}, wantResult: reconcile.Result{RequeueAfter: time.Minute}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pass := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return tc.result, tc.err })
+			result, err := RequeueConflicts(pass).Reconcile(context.Background(), reconcile.Request{})
+			if result != tc.wantResult || !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
+				t.Errorf("got %+v, %v; want %+v, %v", result, err, tc.wantResult, tc.wantErr)
+			}
+		})
 	}
 }

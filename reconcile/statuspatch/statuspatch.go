@@ -18,7 +18,7 @@
 //     write, or two reconcilers could each write their own outcome, the
 //     write is conditional on the resourceVersion the pass read
 //     (PatchLocked); the conflict sends the pass round again on a fresher
-//     copy.
+//     copy (RequeueConflicts), without an entry in the error log.
 //   - An object deleted meanwhile has no status left to write: not found is
 //     success.
 //
@@ -34,13 +34,36 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
+
+// conflictRetry is how soon a pass that ended in a conflict runs again: the
+// cache catches up with the write that came first within milliseconds.
+const conflictRetry = 100 * time.Millisecond
+
+// RequeueConflicts runs r, and runs a pass that ended in a conflict again
+// after conflictRetry, logged at debug level. A conflict is a locked write
+// doing its job (the pass read a copy the cache had not yet brought up to
+// date); as a returned error it would be logged as a reconciler error and
+// retried after the failure backoff, which grows with every conflict.
+func RequeueConflicts(r reconcile.Reconciler) reconcile.Reconciler {
+	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		result, err := r.Reconcile(ctx, req)
+		if apierrors.IsConflict(err) {
+			log.FromContext(ctx).V(1).Info("the object changed since the copy this pass read; running again", "error", err.Error())
+			return reconcile.Result{RequeueAfter: conflictRetry}, nil
+		}
+		return result, err
+	})
+}
 
 // Writer writes the status of one controller's objects and remembers, by
 // object, a digest of what it last wrote.
@@ -146,7 +169,7 @@ func statusOf(obj client.Object) any {
 // so already, in one merge patch locked to the resourceVersion read: the
 // list is written whole, and from a stale copy it could drop a finalizer
 // added since. An object gone meanwhile is success; a conflict is an error,
-// and the pass runs again on a fresher copy.
+// and the pass runs again on a fresher copy (RequeueConflicts).
 func SetFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string, present bool) error {
 	if controllerutil.ContainsFinalizer(obj, finalizer) == present {
 		return nil

@@ -55,7 +55,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A check is one status write; with one worker a GitSync of
 		// 10,000 templates waited on them one round trip at a time.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
-		Complete(r)
+		Complete(statuspatch.RequeueConflicts(r))
 }
 
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=sandboxtemplates,verbs=get;list;watch

@@ -75,11 +75,6 @@ const claimQuiet = time.Second
 // so that the next claim finds a member too.
 const burstClaims = 3
 
-// conflictRetry is how soon a pass whose status write found the pool
-// changed since the cache's copy runs again: the cache catches up within
-// milliseconds.
-const conflictRetry = 100 * time.Millisecond
-
 // memberPrefix starts every member namespace name, so they are told apart
 // from the namespaces of cold-started sandboxes.
 const memberPrefix = "sandbox-wp-"
@@ -129,7 +124,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
 		}).
-		Complete(r)
+		Complete(statuspatch.RequeueConflicts(r))
 }
 
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=warmpools,verbs=get;list;watch
@@ -167,18 +162,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// Locked: the cache can be behind the controller's own last write, and
 	// a patch of the difference from such a stale copy leaves alone the
 	// fields that changed since (a pool once showed replicas 0 beside "6
-	// of 6 members Ready"). A conflict says the copy was stale.
+	// of 6 members Ready"). A conflict says the copy was stale, and the
+	// pass runs again once the cache has caught up (RequeueConflicts).
 	patchErr := patcher.PatchLocked(ctx, pool)
-	switch {
-	case err != nil:
+	if err != nil {
 		return ctrl.Result{}, err
-	case apierrors.IsConflict(patchErr):
-		// The cache was behind: again once it has caught up.
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
-	case patchErr != nil:
-		return ctrl.Result{}, patchErr
 	}
-	return result, nil
+	return result, patchErr
 }
 
 // reconcile is one pass: find the template, trim the pool (members beyond
