@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 )
 
@@ -23,7 +24,7 @@ func (g *Gateway) serveConnect(w http.ResponseWriter, r *http.Request, rec *reco
 		return
 	}
 	rec.host, rec.port = host, port
-	upstream, f := g.connectChecked(r.Context(), rec.client, host, port)
+	upstream, addr, f := g.connectChecked(r.Context(), rec.client, host, port)
 	if f != nil {
 		g.refuse(w, r, rec, f)
 		return
@@ -41,14 +42,22 @@ func (g *Gateway) serveConnect(w http.ResponseWriter, r *http.Request, rec *reco
 	}
 	g.metrics.openTunnels.Inc()
 	defer g.metrics.openTunnels.Dec()
-	rec.refusal = tunnel(conn, buffered.Reader, upstream, normalizeName(host), rec)
+	rec.refusal = g.tunnel(conn, buffered.Reader, upstream, addr, rec)
 }
 
-// tunnel carries bytes both ways between the sandbox and the upstream
-// until both directions have ended, counting them into rec. It returns the
-// refusal that cut it short: a ClientHello for another host than the
-// CONNECT named.
-func tunnel(client net.Conn, fromClient *bufio.Reader, upstream net.Conn, host string, rec *record) *refusal {
+// tunnel carries bytes both ways between the sandbox and addr, the
+// upstream, until both directions have ended, counting them into rec. It
+// returns the refusal that cut it short: its rules no longer allowing it
+// (guard), or a ClientHello for another host than the CONNECT named.
+func (g *Gateway) tunnel(client net.Conn, fromClient *bufio.Reader, upstream net.Conn, addr netip.Addr, rec *record) *refusal {
+	stop := make(chan struct{})
+	revoked := make(chan *refusal, 1)
+	go func() {
+		revoked <- g.guard(rec, addr, stop, func() {
+			_ = client.Close()
+			_ = upstream.Close()
+		})
+	}()
 	downDone := make(chan struct{})
 	go func() {
 		defer close(downDone)
@@ -58,13 +67,38 @@ func tunnel(client net.Conn, fromClient *bufio.Reader, upstream net.Conn, host s
 		rec.down.Add(n)
 		endDirection(client, upstream, err)
 	}()
-	f := copyUp(client, fromClient, upstream, host, rec)
+	f := copyUp(client, fromClient, upstream, normalizeName(rec.host), rec)
 	if f != nil {
 		_ = client.Close()
 		_ = upstream.Close()
 	}
 	<-downDone
+	close(stop)
+	if cut := <-revoked; cut != nil {
+		return cut
+	}
 	return f
+}
+
+// guard checks an open tunnel against its sandbox's rules every
+// g.recheck, so that a host dropped from a template, or a sandbox deleted,
+// ends the tunnels already open too, not only the next ones: the first
+// time the rules no longer allow it, guard cuts it and returns why. It
+// returns nil once stop is closed.
+func (g *Gateway) guard(rec *record, addr netip.Addr, stop <-chan struct{}, cut func()) *refusal {
+	ticker := time.NewTicker(g.recheck)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-stop:
+			return nil
+		case <-ticker.C:
+			if f := g.stillPermitted(rec, addr); f != nil {
+				cut()
+				return f
+			}
+		}
+	}
 }
 
 // copyUp carries the sandbox's bytes to the upstream. A TLS ClientHello is

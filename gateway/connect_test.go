@@ -420,3 +420,74 @@ func TestConnectDoesNotWaitForClientToSpeakFirst(t *testing.T) {
 	_ = conn.Close()
 	w.logs.waitLine(t, `"host"="smtp.example.test"`, `"bytesUp"=0 "bytesDown"=11`)
 }
+
+// An open tunnel follows its sandbox's rules as they change: it stays
+// while they still allow its address (by a hosts rule or, after a change,
+// a cidr rule), and is closed once they do not, or once no sandbox has its
+// source address.
+func TestConnectClosesTunnelsTheRulesNoLongerAllow(t *testing.T) {
+	for name, tc := range map[string]struct {
+		change func(w *world, port uint16)
+		detail string // in the log line of the closed tunnel; "" for a tunnel that stays
+	}{
+		"host dropped": {
+			change: func(w *world, port uint16) {
+				w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{hostsRule(port, "api.example.test")}})
+			},
+			detail: "sandbox alice's egress rules no longer allow it",
+		},
+		"port dropped": {
+			change: func(w *world, port uint16) {
+				w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{hostsRule(port+1, "echo.example.test")}})
+			},
+			detail: "sandbox alice's egress rules no longer allow it",
+		},
+		"sandbox gone": {
+			change: func(w *world, _ uint16) { w.forget(alice) },
+			detail: "no sandbox has address " + alice + " any more",
+		},
+		"allowed by a cidr rule instead": {
+			change: func(w *world, port uint16) {
+				w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{{CIDR: "127.0.0.7/32", Ports: []v1.NetworkPort{{Port: int32(port)}}}}})
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t)
+			port := serveRaw(t, "127.0.0.7", func(conn net.Conn) { _, _ = io.Copy(conn, conn) })
+			w.dns.set("echo.example.test", "127.0.0.7")
+			w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{hostsRule(port, "echo.example.test")}})
+			conn, resp := w.connect(alice, hostPortOf("echo.example.test", port))
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("CONNECT: %s", resp.Status)
+			}
+			r := bufio.NewReader(conn)
+			echo := func(line string) error {
+				if _, err := io.WriteString(conn, line); err != nil {
+					return err
+				}
+				got, err := r.ReadString('\n')
+				if err == nil && got != line {
+					err = fmt.Errorf("echoed %q, want %q", got, line)
+				}
+				return err
+			}
+			if err := echo("before\n"); err != nil {
+				t.Fatal(err)
+			}
+			tc.change(w, port)
+			if tc.detail == "" {
+				time.Sleep(300 * time.Millisecond) // several rechecks
+				if err := echo("after\n"); err != nil {
+					t.Fatalf("the tunnel its rules still allow was cut: %v", err)
+				}
+				return
+			}
+			w.logs.waitLine(t, `"host"="echo.example.test"`, `"verdict"="refused"`, `"reason"="revoked"`,
+				fmt.Sprintf(`"detail"="the tunnel to echo.example.test:%d was closed: %s"`, port, tc.detail))
+			if err := echo("after\n"); err == nil {
+				t.Fatal("the tunnel carried bytes after its rules stopped allowing it")
+			}
+		})
+	}
+}

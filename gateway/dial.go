@@ -96,32 +96,60 @@ func (g *Gateway) lookup(ctx context.Context, name string) ([]netip.Addr, error)
 	return g.resolver.LookupNetIP(ctx, "ip", name)
 }
 
-// connectChecked connects the client to host:port if permit allows it. A
-// failure to connect is a refusal too: the sandbox sees why.
-func (g *Gateway) connectChecked(ctx context.Context, c Client, host string, port uint16) (net.Conn, *refusal) {
+// stillPermitted tells whether the client now at the tunnel's source may
+// still be connected to addr for its host and port, as permit decided when
+// the tunnel opened: nil if so, else why not. The name is not resolved
+// again: permit checked the address connected to, and a name pointed
+// elsewhere since does not move an open connection.
+func (g *Gateway) stillPermitted(rec *record, addr netip.Addr) *refusal {
+	target := hostPort(rec.host, rec.port)
+	c, known := g.directory.Client(rec.source)
+	if !known {
+		return refusef(http.StatusForbidden, reasonRevoked,
+			"the tunnel to %s was closed: no sandbox has address %s any more", target, rec.source)
+	}
+	if c.Network == nil {
+		c.Network = &v1.Network{}
+	}
+	if g.cidrAllows(c.Network, addr, rec.port) {
+		return nil
+	}
+	if _, err := netip.ParseAddr(rec.host); err != nil && hostsAllow(c, normalizeName(rec.host), rec.port) == nil {
+		if _, blocked := g.blockedBy(addr); !blocked {
+			return nil
+		}
+	}
+	return refusef(http.StatusForbidden, reasonRevoked,
+		"the tunnel to %s was closed: sandbox %s's egress rules no longer allow it", target, c.Sandbox)
+}
+
+// connectChecked connects the client to host:port if permit allows it, and
+// says which address it connected to. A failure to connect is a refusal
+// too: the sandbox sees why.
+func (g *Gateway) connectChecked(ctx context.Context, c Client, host string, port uint16) (net.Conn, netip.Addr, *refusal) {
 	addrs, f := g.permit(ctx, c, host, port)
 	if f != nil {
-		return nil, f
+		return nil, netip.Addr{}, f
 	}
-	conn, err := g.dialFirst(ctx, addrs, port)
+	conn, addr, err := g.dialFirst(ctx, addrs, port)
 	if err != nil {
-		return nil, refusef(http.StatusBadGateway, reasonUnreachable, "could not connect to %s: %v", hostPort(host, port), err)
+		return nil, netip.Addr{}, refusef(http.StatusBadGateway, reasonUnreachable, "could not connect to %s: %v", hostPort(host, port), err)
 	}
-	return conn, nil
+	return conn, addr, nil
 }
 
 // dialFirst connects to the first of addrs that answers, trying them in
-// order.
-func (g *Gateway) dialFirst(ctx context.Context, addrs []netip.Addr, port uint16) (net.Conn, error) {
+// order, and says which it was.
+func (g *Gateway) dialFirst(ctx context.Context, addrs []netip.Addr, port uint16) (net.Conn, netip.Addr, error) {
 	var failures []string
 	for _, a := range addrs {
 		conn, err := g.dial(ctx, "tcp", netip.AddrPortFrom(a, port).String())
 		if err == nil {
-			return conn, nil
+			return conn, a, nil
 		}
 		failures = append(failures, err.Error())
 	}
-	return nil, errors.New(strings.Join(failures, "; "))
+	return nil, netip.Addr{}, errors.New(strings.Join(failures, "; "))
 }
 
 // recordKey carries the record of a forwarded request to the forwarder's
@@ -139,7 +167,7 @@ func (g *Gateway) dialForSandbox(ctx context.Context, _, address string) (net.Co
 	if f != nil {
 		return nil, f
 	}
-	conn, f := g.connectChecked(ctx, rec.client, host, port)
+	conn, _, f := g.connectChecked(ctx, rec.client, host, port)
 	if f != nil {
 		return nil, f
 	}
@@ -160,7 +188,8 @@ func (g *Gateway) dialEndpoint(ctx context.Context, _, address string) (net.Conn
 	} else if addrs, err = g.lookup(ctx, host); err != nil {
 		return nil, err
 	}
-	return g.dialFirst(ctx, addrs, port)
+	conn, _, err := g.dialFirst(ctx, addrs, port)
+	return conn, err
 }
 
 // splitHostPort splits a host:port authority, as a CONNECT names its

@@ -74,8 +74,12 @@ type Config struct {
 	Blocked     []netip.Prefix
 	UpstreamTLS *tls.Config   // for endpoints' https upstreams (tests give RootCAs); nil = system roots, always verified
 	DialTimeout time.Duration // default 10s
-	Log         logr.Logger
-	Metrics     prometheus.Registerer // optional
+	// Recheck is how often an open tunnel is checked against its sandbox's
+	// rules as they are now; one they no longer allow (the host dropped
+	// from the template, the sandbox gone) is closed. Default 10s.
+	Recheck time.Duration
+	Log     logr.Logger
+	Metrics prometheus.Registerer // optional
 }
 
 // Gateway is the egress gateway's HTTP handler. Serve it from an
@@ -89,6 +93,8 @@ type Gateway struct {
 	blocked   []netip.Prefix
 	// dialTimeout bounds each resolution and each connection attempt.
 	dialTimeout time.Duration
+	// recheck is how often an open tunnel's rules are checked again.
+	recheck time.Duration
 	// dial opens upstream connections; a field so the tests can reach the
 	// addresses of private ranges on loopback.
 	dial    func(ctx context.Context, network, address string) (net.Conn, error)
@@ -124,6 +130,7 @@ func New(cfg Config) (*Gateway, error) {
 		secrets:     cfg.Secrets,
 		resolver:    cfg.Resolver,
 		dialTimeout: cfg.DialTimeout,
+		recheck:     cfg.Recheck,
 		log:         cfg.Log,
 		metrics:     newMetrics(),
 	}
@@ -132,6 +139,9 @@ func New(cfg Config) (*Gateway, error) {
 	}
 	if g.dialTimeout <= 0 {
 		g.dialTimeout = 10 * time.Second
+	}
+	if g.recheck <= 0 {
+		g.recheck = 10 * time.Second
 	}
 	for _, p := range slices.Concat(cfg.Blocked, unspecified) {
 		g.blocked = append(g.blocked, p.Masked())

@@ -89,6 +89,7 @@ func newEnv(t testing.TB) *env {
 		Blocked:     testBlocked,
 		UpstreamTLS: &tls.Config{RootCAs: e.ca.pool},
 		DialTimeout: 2 * time.Second,
+		Recheck:     50 * time.Millisecond,
 		Log:         funcr.New(e.logs.add, funcr.Options{}),
 		Metrics:     e.reg,
 	})
@@ -148,6 +149,13 @@ func (e *env) sandbox(src, name string, n v1.Network) {
 	e.dir.mu.Lock()
 	defer e.dir.mu.Unlock()
 	e.dir.clients[netip.MustParseAddr(src)] = Client{Sandbox: name, Owner: name + "@example.test", Network: &n}
+}
+
+// forget removes the sandbox at address src, as a deleted one goes.
+func (e *env) forget(src string) {
+	e.dir.mu.Lock()
+	defer e.dir.mu.Unlock()
+	delete(e.dir.clients, netip.MustParseAddr(src))
 }
 
 // redirectDial has the gateway's dials to from go to to.

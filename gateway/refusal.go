@@ -30,6 +30,7 @@ const (
 	reasonSecretUnreadable = "secret-unreadable"
 	reasonUpstreamFailed   = "upstream-failed"
 	reasonUnredactable     = "unredactable-response"
+	reasonRevoked          = "revoked"
 )
 
 // refusal is the gateway's answer when it does not carry a request: the
