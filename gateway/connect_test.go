@@ -47,6 +47,19 @@ func newWorld(t testing.TB) *world {
 	return w
 }
 
+// tunnelTo names 127.0.0.7 host, allows alice to reach host:port, and
+// opens her tunnel there.
+func (w *world) tunnelTo(t *testing.T, host string, port uint16) *tunnelConn {
+	t.Helper()
+	w.dns.set(host, "127.0.0.7")
+	w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{hostsRule(port, host)}})
+	conn, resp := w.connect(alice, hostPortOf(host, port))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("CONNECT: %s", resp.Status)
+	}
+	return conn
+}
+
 // recordSNI has the api upstream's server remember the server names it
 // is asked for; only a ClientHello that reached it is seen.
 func (w *world) recordSNI(t testing.TB) {
@@ -329,13 +342,7 @@ func TestConnectCarriesNonTLSBothWays(t *testing.T) {
 		got, _ := io.ReadAll(conn)
 		_, _ = io.WriteString(conn, "got: "+string(got))
 	})
-	w.dns.set("git.example.test", "127.0.0.7")
-	w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{hostsRule(port, "git.example.test")}})
-
-	conn, resp := w.connect(alice, hostPortOf("git.example.test", port))
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("CONNECT: %s", resp.Status)
-	}
+	conn := w.tunnelTo(t, "git.example.test", port)
 	r := bufio.NewReader(conn)
 	if got, err := r.ReadString('\n'); got != greeting {
 		t.Fatalf("greeting %q, %v: the upstream's first bytes did not arrive before the client spoke", got, err)
@@ -406,12 +413,7 @@ func TestConnectDoesNotWaitForClientToSpeakFirst(t *testing.T) {
 	// everything the server sends, and then its end.
 	w := newWorld(t)
 	port := serveRaw(t, "127.0.0.7", func(conn net.Conn) { _, _ = io.WriteString(conn, "220 ready\r\n") })
-	w.dns.set("smtp.example.test", "127.0.0.7")
-	w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{hostsRule(port, "smtp.example.test")}})
-	conn, resp := w.connect(alice, hostPortOf("smtp.example.test", port))
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("CONNECT: %s", resp.Status)
-	}
+	conn := w.tunnelTo(t, "smtp.example.test", port)
 	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	got, err := io.ReadAll(conn)
 	if string(got) != "220 ready\r\n" || err != nil {
@@ -455,12 +457,7 @@ func TestConnectClosesTunnelsTheRulesNoLongerAllow(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t)
 			port := serveRaw(t, "127.0.0.7", func(conn net.Conn) { _, _ = io.Copy(conn, conn) })
-			w.dns.set("echo.example.test", "127.0.0.7")
-			w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{hostsRule(port, "echo.example.test")}})
-			conn, resp := w.connect(alice, hostPortOf("echo.example.test", port))
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("CONNECT: %s", resp.Status)
-			}
+			conn := w.tunnelTo(t, "echo.example.test", port)
 			r := bufio.NewReader(conn)
 			echo := func(line string) error {
 				if _, err := io.WriteString(conn, line); err != nil {
