@@ -33,28 +33,32 @@ func TestStatusOfEveryKind(t *testing.T) {
 }
 
 // A pass that ends in a conflict, even one wrapped in the pass's own
-// message, runs again soon and is not an error; any other outcome is the
-// pass's own.
+// message, runs again soon and is not an error, a little later for each
+// conflict in a row; any other outcome is the pass's own, and starts the
+// count again.
 func TestRequeueConflicts(t *testing.T) {
 	conflict := apierrors.NewConflict(schema.GroupResource{Group: "agentsandbox.dev", Resource: "sandboxes"}, "s", errors.New("the object has been modified"))
 	failed := errors.New("failed to create namespace")
-	for name, tc := range map[string]struct {
+	var result reconcile.Result
+	var err error
+	pass := RequeueConflicts(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return result, err }))
+	for i, step := range []struct {
 		result     reconcile.Result
 		err        error
 		wantResult reconcile.Result
 		wantErr    error
 	}{
-		"conflict":         {err: conflict, wantResult: reconcile.Result{RequeueAfter: conflictRetry}},
-		"wrapped conflict": {err: fmt.Errorf("failed to set the finalizers of s: %w", conflict), wantResult: reconcile.Result{RequeueAfter: conflictRetry}},
-		"other error":      {err: failed, wantErr: failed},
-		"success":          {result: reconcile.Result{RequeueAfter: time.Minute}, wantResult: reconcile.Result{RequeueAfter: time.Minute}},
+		{err: conflict, wantResult: reconcile.Result{RequeueAfter: conflictRetry}},
+		{err: fmt.Errorf("failed to set the finalizers of s: %w", conflict), wantResult: reconcile.Result{RequeueAfter: 2 * conflictRetry}},
+		{err: conflict, wantResult: reconcile.Result{RequeueAfter: 4 * conflictRetry}},
+		{err: failed, wantErr: failed},
+		{err: conflict, wantResult: reconcile.Result{RequeueAfter: conflictRetry}},
+		{result: reconcile.Result{RequeueAfter: time.Minute}, wantResult: reconcile.Result{RequeueAfter: time.Minute}},
 	} {
-		t.Run(name, func(t *testing.T) {
-			pass := reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return tc.result, tc.err })
-			result, err := RequeueConflicts(pass).Reconcile(context.Background(), reconcile.Request{})
-			if result != tc.wantResult || !errors.Is(err, tc.wantErr) || (err == nil) != (tc.wantErr == nil) {
-				t.Errorf("got %+v, %v; want %+v, %v", result, err, tc.wantResult, tc.wantErr)
-			}
-		})
+		result, err = step.result, step.err
+		got, gotErr := pass.Reconcile(context.Background(), reconcile.Request{})
+		if got != step.wantResult || !errors.Is(gotErr, step.wantErr) || (gotErr == nil) != (step.wantErr == nil) {
+			t.Errorf("pass %d: got %+v, %v; want %+v, %v", i, got, gotErr, step.wantResult, step.wantErr)
+		}
 	}
 }

@@ -39,6 +39,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -47,21 +48,30 @@ import (
 
 // conflictRetry is how soon a pass that ended in a conflict runs again: the
 // cache catches up with the write that came first within milliseconds.
-const conflictRetry = 100 * time.Millisecond
+// Each conflict in a row doubles the wait, up to maxConflictRetry: an
+// object written elsewhere over and over (a node a kubelet keeps updating)
+// is not fought for at ten writes a second.
+const (
+	conflictRetry    = 100 * time.Millisecond
+	maxConflictRetry = 30 * time.Second
+)
 
 // RequeueConflicts runs r, and runs a pass that ended in a conflict again
-// after conflictRetry, logged at debug level. A conflict is a locked write
-// doing its job (the pass read a copy the cache had not yet brought up to
-// date); as a returned error it would be logged as a reconciler error and
-// retried after the failure backoff, which grows with every conflict.
+// after conflictRetry (doubled for each conflict in a row of the same
+// object), logged at debug level. A conflict is a locked write doing its
+// job (the pass read a copy the cache had not yet brought up to date); as a
+// returned error it would be logged as a reconciler error.
 func RequeueConflicts(r reconcile.Reconciler) reconcile.Reconciler {
+	backoff := workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](conflictRetry, maxConflictRetry)
 	return reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 		result, err := r.Reconcile(ctx, req)
-		if apierrors.IsConflict(err) {
-			log.FromContext(ctx).V(1).Info("the object changed since the copy this pass read; running again", "error", err.Error())
-			return reconcile.Result{RequeueAfter: conflictRetry}, nil
+		if !apierrors.IsConflict(err) {
+			backoff.Forget(req)
+			return result, err
 		}
-		return result, err
+		wait := backoff.When(req)
+		log.FromContext(ctx).V(1).Info("the object changed since the copy this pass read; running again", "after", wait, "error", err.Error())
+		return reconcile.Result{RequeueAfter: wait}, nil
 	})
 }
 
