@@ -90,8 +90,8 @@ func BenchmarkClaimWrites(b *testing.B) {
 				if sequence.relabel {
 					relabels = &errgroup.Group{}
 				}
-				start := time.Now()
 				requests := apirequests.Snapshot(b, cluster.Config)
+				start := time.Now()
 				latency.Run(b, clients, func() time.Duration {
 					ns := <-members
 					s := &v1.Sandbox{

@@ -165,10 +165,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// of 6 members Ready"). A conflict says the copy was stale, and the
 	// pass runs again once the cache has caught up (RequeueConflicts).
 	patchErr := patcher.PatchLocked(ctx, pool)
+	if err == nil {
+		err = patchErr
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return result, patchErr
+	return result, nil
 }
 
 // reconcile is one pass: find the template, trim the pool (members beyond

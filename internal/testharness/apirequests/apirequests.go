@@ -7,6 +7,7 @@
 package apirequests
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -39,7 +40,7 @@ func Snapshot(tb testing.TB, cfg *rest.Config) Counts {
 		tb.Fatalf("failed to read the API server's metrics: %v", err)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(raw)))
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
 	if err != nil {
 		tb.Fatalf("failed to parse the API server's metrics: %v", err)
 	}
