@@ -68,6 +68,14 @@ const (
 	LabelTemplate = "agentsandbox.dev/template"
 	// LabelWarmPool names the WarmPool an object belongs to.
 	LabelWarmPool = "agentsandbox.dev/warm-pool"
+	// LabelWarmPoolUID carries, on a member's namespace, the UID of the
+	// WarmPool that built it. A member has no owner reference: a claimed
+	// member stays labelled as one until its relabel, which waits for a
+	// pause in claims, and a pool's garbage collection would take it with
+	// the pool meanwhile. The pool's finalizer deletes its unclaimed
+	// members instead, and the UID tells them from those of an earlier
+	// pool of the same name.
+	LabelWarmPoolUID = "agentsandbox.dev/warm-pool-uid"
 	// LabelMember marks a warm pool member's namespace: MemberAvailable
 	// until a Sandbox claims it, MemberClaimed after. On the owner's
 	// RoleBinding in a member it says who took the member: a claim

@@ -4,6 +4,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// FinalizerWarmPool keeps a deleted WarmPool until its unclaimed members
+// are gone and every member a Sandbox claimed is relabelled as that
+// Sandbox's: members carry no owner reference to their pool
+// (LabelWarmPoolUID says why), so its controller deletes them itself.
+const FinalizerWarmPool = "agentsandbox.dev/warm-pool-members"
+
 // WarmPoolSpec keeps a number of sandboxes of one template started and Ready,
 // so that a claim is served without waiting for a pod to start.
 type WarmPoolSpec struct {

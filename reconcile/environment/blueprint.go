@@ -56,9 +56,9 @@ type Blueprint struct {
 	namespace string
 	// labels go on the namespace, the pod and the workspace claim.
 	labels map[string]string
-	// controller owns the namespace: the Sandbox, or the WarmPool of a
-	// member.
-	controller metav1.OwnerReference
+	// controller owns the namespace: the Sandbox; nil for a member, which
+	// its pool's finalizer deletes instead (v1alpha1.LabelWarmPoolUID).
+	controller *metav1.OwnerReference
 	// owner is the sandbox owner's identity; empty for a pool member, which
 	// nobody may enter.
 	owner    string
@@ -92,7 +92,7 @@ func ForSandbox(sbx *v1.Sandbox, namespace string, tpl *v1.SandboxTemplate, pool
 	}
 	return Blueprint{
 		namespace: namespace, labels: l, owner: sbx.Spec.Owner, template: tpl, nodePool: pool, env: env,
-		controller: ControllerRef(v1.KindSandbox, sbx),
+		controller: ptr.To(ControllerRef(v1.KindSandbox, sbx)),
 	}
 }
 
@@ -133,9 +133,9 @@ func (b Blueprint) WithEgress(e Egress) Blueprint {
 // Namespace is the name of the environment's namespace.
 func (b Blueprint) Namespace() string { return b.namespace }
 
-// NamespaceObject is owned by its controller, so deleting the Sandbox (or the
-// pool, for an unclaimed member) deletes the namespace and, with it,
-// everything inside.
+// NamespaceObject is owned by its controller, so deleting the Sandbox
+// deletes the namespace and, with it, everything inside; a member's is
+// deleted by its pool.
 func (b Blueprint) NamespaceObject() *corev1.Namespace {
 	l := maps.Clone(b.labels)
 	l["pod-security.kubernetes.io/enforce"] = "restricted"
@@ -143,8 +143,11 @@ func (b Blueprint) NamespaceObject() *corev1.Namespace {
 	l["pod-security.kubernetes.io/warn"] = "restricted"
 	l["pod-security.kubernetes.io/audit"] = "restricted"
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: b.namespace, Labels: l, OwnerReferences: []metav1.OwnerReference{b.controller},
+		Name: b.namespace, Labels: l,
 	}}
+	if b.controller != nil {
+		ns.OwnerReferences = []metav1.OwnerReference{*b.controller}
+	}
 	if b.owner != "" {
 		ns.Annotations = map[string]string{v1.AnnotationOwner: b.owner}
 	}

@@ -103,8 +103,45 @@ func TestClaimedNamespaceIsLabelledAsTheSandboxsOwn(t *testing.T) {
 	if ref := metav1.GetControllerOf(claimed); ref == nil || ref.UID != sbx.UID || len(claimed.OwnerReferences) != 1 {
 		t.Errorf("claimed namespace's owners: %v", claimed.OwnerReferences)
 	}
-	if member.Labels[v1.LabelMember] != v1.MemberAvailable || metav1.GetControllerOf(member).UID != pool.UID {
+	if member.Labels[v1.LabelMember] != v1.MemberAvailable || len(member.OwnerReferences) != 0 || !MemberOf(member, pool) {
 		t.Error("the member's namespace itself was changed")
+	}
+}
+
+// TestMemberIsItsPoolsByUID: a member's namespace has no owner reference,
+// which would let its pool's garbage collection take it after a claim and
+// before its relabel; it is its pool's by the pool's UID, so a member an
+// earlier pool of the same name built, or a namespace labelled by hand
+// without it, is not. One built while members had their pool's owner
+// reference is still its pool's.
+func TestMemberIsItsPoolsByUID(t *testing.T) {
+	pool, _, member, _ := claimOfPython("alice@example.com")
+	if len(member.OwnerReferences) != 0 || member.Labels[v1.LabelWarmPoolUID] != string(pool.UID) {
+		t.Fatalf("member namespace: owners %v, labels %v", member.OwnerReferences, member.Labels)
+	}
+	recreated := pool.DeepCopy()
+	recreated.UID = "another-pool-of-that-name"
+	unlabelled := member.DeepCopy()
+	delete(unlabelled.Labels, v1.LabelWarmPoolUID)
+	earlier := unlabelled.DeepCopy()
+	earlier.OwnerReferences = []metav1.OwnerReference{ControllerRef(v1.KindWarmPool, pool)}
+	for _, c := range []struct {
+		name string
+		ns   *corev1.Namespace
+		pool *v1.WarmPool
+		want bool
+	}{
+		{"built by the pool", member, pool, true},
+		{"built by an earlier pool of the name", member, recreated, false},
+		{"labelled without the UID", unlabelled, pool, false},
+		{"built with the pool's owner reference", earlier, pool, true},
+		{"with an earlier pool's owner reference", earlier, recreated, false},
+		{"for a pool known by name only", member, &v1.WarmPool{ObjectMeta: metav1.ObjectMeta{Name: pool.Name}}, false},
+		{"labelled without the UID, for a pool known by name only", unlabelled, &v1.WarmPool{ObjectMeta: metav1.ObjectMeta{Name: pool.Name}}, false},
+	} {
+		if got := MemberOf(c.ns, c.pool); got != c.want {
+			t.Errorf("%s: MemberOf %v, want %v", c.name, got, c.want)
+		}
 	}
 }
 

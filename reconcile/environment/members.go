@@ -20,8 +20,8 @@ import (
 // MemberObjects are the objects of a new warm pool member: the environment
 // a Sandbox of the pool would get (egress is what its template's egress
 // rules resolve to), with the pod started (behind the egress
-// gate of gateImage), owned by the pool and entered by nobody until a claim
-// binds an owner. The namespace comes first, then its default
+// gate of gateImage), labelled with the pool's UID and entered by nobody
+// until a claim binds an owner. The namespace comes first, then its default
 // ServiceAccount (CreateDefaultServiceAccount says why), and the pod last.
 func MemberObjects(pool *v1.WarmPool, namespace string, tpl *v1.SandboxTemplate, nodePool *v1.NodePool, egress Egress, blocked []netip.Prefix, gateImage string) []client.Object {
 	bp := ForMember(pool, namespace, tpl, nodePool).WithEgress(egress).WithEgressGate(gateImage)
@@ -30,18 +30,24 @@ func MemberObjects(pool *v1.WarmPool, namespace string, tpl *v1.SandboxTemplate,
 }
 
 // ForMember is the environment of a new member of pool in namespace: labelled
-// as available, with the template's hash, owned by the pool and entered by
-// nobody.
+// as available, with the template's hash and the pool's UID, and entered
+// by nobody. It has no controller: a claimed member must outlive its pool
+// until relabelled (v1alpha1.LabelWarmPoolUID).
 func ForMember(pool *v1.WarmPool, namespace string, tpl *v1.SandboxTemplate, nodePool *v1.NodePool) Blueprint {
 	l := managedLabels()
 	l[v1.LabelTemplate] = tpl.Name
 	l[v1.LabelWarmPool] = pool.Name
+	l[v1.LabelWarmPoolUID] = string(pool.UID)
 	l[v1.LabelMember] = v1.MemberAvailable
 	l[v1.LabelTemplateHash] = tpl.Status.ContentHash
-	return Blueprint{
-		namespace: namespace, labels: l, template: tpl, nodePool: nodePool, env: tpl.Spec.Env,
-		controller: ControllerRef(v1.KindWarmPool, pool),
-	}
+	return Blueprint{namespace: namespace, labels: l, template: tpl, nodePool: nodePool, env: tpl.Spec.Env}
+}
+
+// MemberOf tells whether ns was built by pool: labelled with its UID, or,
+// built before members carried that label, controlled by it.
+func MemberOf(ns *corev1.Namespace, pool *v1.WarmPool) bool {
+	uid := ns.Labels[v1.LabelWarmPoolUID]
+	return uid != "" && uid == string(pool.UID) || metav1.IsControlledBy(ns, pool)
 }
 
 // ClaimBinding is the owner's RoleBinding whose create claims member for
@@ -169,19 +175,33 @@ func Members(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]Member,
 
 // AvailableNamespaces lists the namespaces of the pool's members labelled
 // available that are not being deleted, from the cache's own objects
-// (index.NamespaceWarmPool): some may be taken already, which Inspect
-// tells.
+// (LabelledMembers): some may be taken already, which Inspect tells.
 func AvailableNamespaces(ctx context.Context, c client.Reader, pool *v1.WarmPool) ([]*corev1.Namespace, error) {
-	list := &corev1.NamespaceList{}
-	if err := c.List(ctx, list, client.UnsafeDisableDeepCopy, client.MatchingFields{index.NamespaceWarmPool: pool.Name}); err != nil {
-		return nil, fmt.Errorf("failed to list members of WarmPool %s: %w", pool.Name, err)
+	labelled, err := LabelledMembers(ctx, c, pool.Name)
+	if err != nil {
+		return nil, err
 	}
-	namespaces := make([]*corev1.Namespace, 0, len(list.Items))
-	for i := range list.Items {
-		ns := &list.Items[i]
-		if ns.Labels[v1.LabelMember] == v1.MemberAvailable && ns.DeletionTimestamp == nil && metav1.IsControlledBy(ns, pool) {
+	namespaces := labelled[:0]
+	for _, ns := range labelled {
+		if ns.DeletionTimestamp == nil && MemberOf(ns, pool) {
 			namespaces = append(namespaces, ns)
 		}
+	}
+	return namespaces, nil
+}
+
+// LabelledMembers are the namespaces labelled as available members of a
+// pool of this name (index.NamespaceWarmPool), being deleted or not, built
+// by that pool or by an earlier one of the name (MemberOf tells): the
+// cache's own objects, not copies.
+func LabelledMembers(ctx context.Context, c client.Reader, pool string) ([]*corev1.Namespace, error) {
+	list := &corev1.NamespaceList{}
+	if err := c.List(ctx, list, client.UnsafeDisableDeepCopy, client.MatchingFields{index.NamespaceWarmPool: pool}); err != nil {
+		return nil, fmt.Errorf("failed to list members of WarmPool %s: %w", pool, err)
+	}
+	namespaces := make([]*corev1.Namespace, len(list.Items))
+	for i := range list.Items {
+		namespaces[i] = &list.Items[i]
 	}
 	return namespaces, nil
 }

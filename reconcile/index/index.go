@@ -42,8 +42,9 @@ const BindingSandbox = "metadata.labels.sandbox" // on RoleBinding
 // relabel) by the pool they are labelled for: every claim and every pass
 // of a pool looks at its members, and a label selector on the cache would
 // go through every namespace of the cluster each time. A claimed member
-// leaves the index with its relabel, so a claim's look at its pool does
-// not grow with the sandboxes claimed from it before.
+// leaves the index with its relabel, held until claims pause, so a
+// claim's look at its pool grows with the claims of the last seconds at
+// most, not with every sandbox claimed from it before.
 const NamespaceWarmPool = "metadata.labels.warm-pool,member=available" // on Namespace
 
 // BindingOfMember and PodOfMember index the bindings and pods labelled for

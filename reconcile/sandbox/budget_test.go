@@ -18,7 +18,7 @@ import (
 // claimPathWrites guards the writes a warm claim makes before its sandbox
 // is Ready, the client's create included: create, the owner's binding
 // (the claim) and the status. claimWrites adds what follows Ready: the
-// member's relabel.
+// member's relabel, once claims pause.
 const (
 	claimPathWrites = 3
 	claimWrites     = 4
@@ -44,6 +44,7 @@ func TestWarmClaimWrites(t *testing.T) {
 	if got.Status.LaunchType != "Warm" {
 		t.Fatalf("the claim on a full pool cold-started (%s)", got.Status.LaunchMessage)
 	}
+	waitRelabelled(t, c, got)
 	time.Sleep(time.Second) // let trailing writes, if any, happen
 	ns := got.Status.Namespace
 	mine := reconciletest.Writes(since, func(w reconciletest.Write) bool {

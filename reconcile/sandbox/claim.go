@@ -171,8 +171,8 @@ func (r *Reconciler) unadoptedClaims(ctx context.Context, name string) ([]unadop
 // which grants the owner access and fails when the member has a binding
 // already. Two claims racing for one member, or a claim and the pool's
 // trim, cannot both create it; the loser tries the next member. The
-// member's namespace is relabelled once the sandbox's status write landed
-// (adopt), off the path to Ready. It returns the member as the cache
+// member's namespace is relabelled after the sandbox's status write landed
+// (relabel), off the path to Ready. It returns the member as the cache
 // showed it.
 //
 // The members are ranked by name alone and looked at (their binding and
@@ -193,11 +193,19 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 	// refused create each, and only claims of other processes the cache
 	// has not shown yet (or a trim) can win a member first.
 	for _, ns := range candidates {
+		// Members this process claimed stay labelled available while
+		// their relabels are held: they are passed over here, before
+		// their bindings are looked up.
+		if !r.memory.take(ns.Name, sbx.Name) {
+			continue
+		}
 		m, binding, err := environment.Inspect(ctx, r.Client, res.warmPool, ns)
 		if err != nil {
+			r.memory.release(ns.Name)
 			return nil, err
 		}
-		if binding != nil || !m.Ready || !r.memory.take(ns.Name, sbx.Name) {
+		if binding != nil || !m.Ready {
+			r.memory.release(ns.Name)
 			continue
 		}
 		now := metav1.NewTime(time.Now())
@@ -214,7 +222,7 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 			now = metav1.NewTime(at)
 		}
 		member := ns.DeepCopy()
-		r.memory.claimed(sbx, environment.ClaimedNamespace(member, sbx, now.Time))
+		r.memory.claimed(sbx, environment.ClaimedNamespace(member, sbx, now.Time), now.Time, time.Now())
 		sbx.Status.LaunchType, sbx.Status.LaunchMessage, sbx.Status.ClaimedAt = v1.LaunchWarm, "", &now
 		return member, nil
 	}
@@ -264,6 +272,41 @@ func (r *Reconciler) claimLanded(ctx context.Context, sbx *v1.Sandbox, member st
 		return time.Time{}, false
 	}
 	return environment.ClaimedAt(b), true
+}
+
+// relabel completes the claim this process made for the sandbox (adopt)
+// once it is due (relabelQuiet), and says how long until then while it is
+// held. claimed is the member this pass claimed, if it did: one built
+// before members lost their pool's owner reference is relabelled at once,
+// since its pool's garbage collection would take it with the pool.
+func (r *Reconciler) relabel(ctx context.Context, sbx *v1.Sandbox, claimed *corev1.Namespace) (time.Duration, error) {
+	now := time.Now()
+	if claimed != nil && metav1.GetControllerOf(claimed) != nil {
+		return 0, r.adoptNow(ctx, sbx, claimed, sbx.Status.ClaimedAt.Time, now)
+	}
+	c, wait, held := r.memory.heldRelabel(sbx, now)
+	if !held || wait > 0 {
+		return wait, nil
+	}
+	member := &corev1.Namespace{}
+	if err := r.Get(ctx, types.NamespacedName{Name: c.namespace.Name}, member); err != nil {
+		return 0, client.IgnoreNotFound(err)
+	}
+	if ownsNamespace(member, sbx) {
+		r.memory.noteRelabelled(sbx, now)
+		return 0, nil
+	}
+	return 0, r.adoptNow(ctx, sbx, member, c.at, now)
+}
+
+// adoptNow adopts member for the sandbox and notes, when it landed, that
+// this process relabelled it at now.
+func (r *Reconciler) adoptNow(ctx context.Context, sbx *v1.Sandbox, member *corev1.Namespace, claimedAt, now time.Time) error {
+	if err := r.adopt(ctx, sbx, member, claimedAt); err != nil {
+		return err
+	}
+	r.memory.noteRelabelled(sbx, now)
+	return nil
 }
 
 // adopt completes a claim: the member's namespace relabelled for the

@@ -62,11 +62,7 @@ func TestUnrelabelledClaimIsCompleted(t *testing.T) {
 	if ready.Status.Namespace != taken.Name || ready.Status.LaunchType != v1.LaunchWarm || ready.Status.ClaimedAt == nil {
 		t.Errorf("the sandbox runs in %s (%s, claimed at %v), want the member its claim took, %s", ready.Status.Namespace, ready.Status.LaunchType, ready.Status.ClaimedAt, taken.Name)
 	}
-	testcluster.Eventually(t, "the member relabelled for the sandbox", func() (bool, string) {
-		err := c.Get(ctx, client.ObjectKeyFromObject(&taken), ns)
-		return err == nil && ns.Labels[v1.LabelMember] == v1.MemberClaimed && metav1.IsControlledBy(ns, ready),
-			fmt.Sprintf("labels %v, owners %v, %v", ns.Labels, ns.OwnerReferences, err)
-	})
+	waitRelabelled(t, c, ready)
 	assertIsolated(t, c, ready)
 }
 

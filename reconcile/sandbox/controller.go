@@ -154,20 +154,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	r.observeReady(before, sbx)
 	result, err := o.next(sbx)
 	// Status first: it is what a waiting client watches for. A claim's
-	// relabel follows it, off the path to Ready, and only when the status
-	// write landed: a reconciler that lost it to another's leaves its
-	// member to be deleted (placeSandbox).
+	// relabel follows it, off the path to Ready, once claims pause, and
+	// only when the status write landed: a reconciler that lost it to
+	// another's leaves its member to be deleted (placeSandbox).
 	patchErr := r.patchStatus(ctx, patcher, before, sbx)
-	if patchErr == nil && o.claimed != nil {
-		if patchErr = r.adopt(ctx, sbx, o.claimed, sbx.Status.ClaimedAt.Time); patchErr == nil {
-			r.memory.noteRelabelled(sbx, time.Now())
-		}
+	var relabelIn time.Duration
+	if patchErr == nil {
+		relabelIn, patchErr = r.relabel(ctx, sbx, o.claimed)
 	}
 	if patchErr != nil && err == nil {
 		err = patchErr
 	}
 	r.recordTransition(before, sbx)
-	if err != nil {
+	switch {
+	case relabelIn > 0 && (err == nil || errors.Is(err, reconcile.TerminalError(nil))):
+		// A held relabel is looked at again when due, also where the pass
+		// found nothing else to look again for; a stalled problem is
+		// reported again then, from the status it is in already.
+		return ctrl.Result{RequeueAfter: sooner(result.RequeueAfter, relabelIn)}, nil
+	case err != nil:
 		return ctrl.Result{}, err
 	}
 	return result, nil

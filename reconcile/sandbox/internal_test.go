@@ -136,40 +136,69 @@ func TestRankForSandbox(t *testing.T) {
 	}
 }
 
-// TestRelabelTrust: the pass after a claim trusts this process's relabel
-// of the member over a cache that does not show it yet, for that sandbox
-// (by UID) and that namespace only, and only for relabelTrust.
-func TestRelabelTrust(t *testing.T) {
+// TestRelabelHeldThenTrusted: a claim's relabel is held until this
+// process has claimed nothing for relabelQuiet, or for relabelHoldMax after
+// the claim in a steady stream; meanwhile, and for relabelTrust after the
+// relabel is written, a cache that shows the member as a member is
+// explained, for that sandbox (by UID) and that namespace only.
+func TestRelabelHeldThenTrusted(t *testing.T) {
 	m := newMemory()
 	sbx := &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "agent", UID: "uid-1"}}
 	member := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sandbox-wp-python-1"}}
 	if !m.take(member.Name, sbx.Name) {
 		t.Fatal("a free member could not be taken")
 	}
-	m.claimed(sbx, member)
 	at := time.Now()
-	if m.relabelledLately(sbx, member.Name, at) {
-		t.Error("trusted a relabel that was not written")
+	m.claimed(sbx, member, at, at)
+	if _, wait, held := m.heldRelabel(sbx, at); !held || wait != relabelQuiet {
+		t.Errorf("right after its claim: held %v, due in %v; want held, due in %v", held, wait, relabelQuiet)
 	}
-	m.noteRelabelled(sbx, at)
-	if !m.relabelledLately(sbx, member.Name, at.Add(time.Second)) {
+	if !m.relabelAhead(sbx, member.Name, at) {
+		t.Error("a held relabel does not explain the cache")
+	}
+	other := &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "other", UID: "uid-3"}}
+	for _, claimAt := range []time.Duration{800 * time.Millisecond, 9900 * time.Millisecond} {
+		m.claimed(other, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "sandbox-wp-python-9"}}, at.Add(claimAt), at.Add(claimAt))
+	}
+	if _, wait, held := m.heldRelabel(sbx, at.Add(9950*time.Millisecond)); !held || wait != 50*time.Millisecond {
+		t.Errorf("amid claims, 50 ms before relabelHoldMax: held %v, due in %v; want due in 50ms", held, wait)
+	}
+	if _, wait, held := m.heldRelabel(sbx, at.Add(relabelHoldMax)); !held || wait != 0 {
+		t.Errorf("amid claims, relabelHoldMax after the claim: held %v, due in %v; want due now", held, wait)
+	}
+	quiet := newMemory()
+	quiet.claimed(sbx, member, at, at)
+	quiet.claimed(other, member, at.Add(800*time.Millisecond), at.Add(800*time.Millisecond))
+	if _, wait, _ := quiet.heldRelabel(sbx, at.Add(900*time.Millisecond)); wait != 900*time.Millisecond {
+		t.Errorf("a claim 0.8 s after: due in %v, want %v (a second after the last claim)", wait, 900*time.Millisecond)
+	}
+	if _, wait, _ := quiet.heldRelabel(sbx, at.Add(1800*time.Millisecond)); wait != 0 {
+		t.Errorf("a second after the last claim: due in %v, want now", wait)
+	}
+
+	written := at.Add(relabelHoldMax)
+	m.noteRelabelled(sbx, written)
+	if _, _, held := m.heldRelabel(sbx, written); held {
+		t.Error("a relabel written is still held")
+	}
+	if !m.relabelAhead(sbx, member.Name, written.Add(time.Second)) {
 		t.Error("a relabel written a second ago not trusted")
 	}
-	if m.relabelledLately(sbx, member.Name, at.Add(relabelTrust)) {
+	if m.relabelAhead(sbx, member.Name, written.Add(relabelTrust)) {
 		t.Errorf("a relabel still trusted %v after it was written", relabelTrust)
 	}
-	if m.relabelledLately(sbx, "sandbox-wp-python-2", at) {
+	if m.relabelAhead(sbx, "sandbox-wp-python-2", written) {
 		t.Error("trusted a relabel of another namespace")
 	}
 	recreated := &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "agent", UID: "uid-2"}}
-	if m.relabelledLately(recreated, member.Name, at) {
+	if m.relabelAhead(recreated, member.Name, written) {
 		t.Error("trusted the relabel for a Sandbox of the same name made since")
 	}
 	if m.take(member.Name, "other") {
 		t.Error("another claim took the member while its claim is remembered")
 	}
 	m.forgetClaim(sbx.Name)
-	if m.relabelledLately(sbx, member.Name, at) || !m.take(member.Name, "other") {
+	if m.relabelAhead(sbx, member.Name, written) || !m.take(member.Name, "other") {
 		t.Error("the claim is remembered after it was forgotten")
 	}
 }

@@ -78,6 +78,20 @@ var phaseOfReason = map[string]v1.SandboxPhase{
 	v1.ReasonExpired:  v1.SandboxPhaseStopped,
 }
 
+// waitRelabelled waits until the member sbx claimed is relabelled as its
+// own and controlled by it, which follows Ready once claims pause, and
+// returns the namespace.
+func waitRelabelled(t *testing.T, c client.Client, sbx *v1.Sandbox) *corev1.Namespace {
+	t.Helper()
+	ns := &corev1.Namespace{}
+	testcluster.Eventually(t, "member "+sbx.Status.Namespace+" relabelled for sandbox "+sbx.Name, func() (bool, string) {
+		err := c.Get(context.Background(), types.NamespacedName{Name: sbx.Status.Namespace}, ns)
+		return err == nil && ns.Labels[v1.LabelMember] == v1.MemberClaimed && metav1.IsControlledBy(ns, sbx),
+			fmt.Sprintf("labels %v, owners %v, %v", ns.Labels, ns.OwnerReferences, err)
+	})
+	return ns
+}
+
 // waitCondition waits for the sandbox's Ready condition to have status,
 // reason and a message containing every part (and for the matching phase),
 // and returns the sandbox as last read.

@@ -12,25 +12,30 @@ import (
 
 // memory is what the controller remembers from one pass to the next,
 // beside the status writes it remembers (statuspatch): the claims this
-// process made until the cache shows their members relabelled, the members
-// it is claiming, and when clients woke idle sandboxes.
+// process made until the cache shows their members relabelled, and when
+// it claimed last; the members it is claiming; and when clients woke idle
+// sandboxes.
 //
 // Claims: a pass that starts from a cache which has not seen the claim's
 // own write yet must not claim a second member, nor take the member for
 // someone else's namespace, nor read it past the cache because the
-// relabel is not in the cache yet (relabelTrust). Members being claimed: concurrent claims of
-// one pool skip them instead of losing the binding's create to a member
-// the cache still shows free. Wakes: the wake latency metric is observed
-// when the sandbox is Ready again.
+// relabel is held (relabelQuiet) or not in the cache yet (relabelTrust).
+// Members being claimed: concurrent claims of one pool skip them instead
+// of losing the binding's create to a member the cache still shows free.
+// Wakes: the wake latency metric is observed when the sandbox is Ready
+// again.
 //
 // Losing it on a restart is harmless: a new process starts from a fresh
 // list, which shows every claim made before it (the binding the claim
-// created in the member), and a wake forgotten is one observation fewer.
+// created in the member), relabels at once the members whose relabel was
+// held, and a wake forgotten is one observation fewer.
 type memory struct {
 	mu sync.Mutex
 	// claims holds, by sandbox name, the member this process claimed for
 	// it.
 	claims map[string]memberClaim
+	// lastClaim is when this process last claimed a member.
+	lastClaim time.Time
 	// taken holds the names of the members being claimed or claimed and
 	// not yet settled, with the sandbox claiming each.
 	taken map[string]string
@@ -42,12 +47,29 @@ type memory struct {
 
 // memberClaim is a member namespace, as the claim leaves it once
 // relabelled (environment.ClaimedNamespace), the sandbox that claimed it,
-// and when this process relabelled it (zero until then).
+// when, and when this process relabelled it (zero until then).
 type memberClaim struct {
 	sandbox    types.UID
 	namespace  *corev1.Namespace
+	at         time.Time
 	relabelled time.Time
 }
+
+// relabelQuiet is how long after this process's last claim a claimed
+// member's relabel waits, and relabelHoldMax how long after its own claim
+// at most. The relabel is no part of the path to Ready (the claim's
+// binding grants access, its status write says where), but it is a write,
+// and the garbage collector's and every namespace watcher's work after it:
+// sent amid a stream of claims, it slows the claims that follow. Held, a
+// burst's relabels go once it pauses, as its members' replacements do
+// (warmpool's claimQuiet); a steady stream's go relabelHoldMax behind.
+// Until then the member's namespace carries its member labels, which
+// nothing looks a sandbox up by: clients, the gateway and the pool find a
+// claimed member by its Sandbox's status and its owner's binding.
+const (
+	relabelQuiet   = time.Second
+	relabelHoldMax = 10 * time.Second
+)
 
 // relabelTrust is how long a relabel this process wrote explains a cache
 // that does not show it. The pass right after a claim (its own status
@@ -91,11 +113,25 @@ func (m *memory) release(member string) {
 	delete(m.taken, member)
 }
 
-// claimed records that sbx claimed the member ns.
-func (m *memory) claimed(sbx *v1.Sandbox, ns *corev1.Namespace) {
+// claimed records that sbx claimed the member ns at at, now.
+func (m *memory) claimed(sbx *v1.Sandbox, ns *corev1.Namespace, at, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.claims[sbx.Name] = memberClaim{sandbox: sbx.UID, namespace: ns}
+	m.claims[sbx.Name] = memberClaim{sandbox: sbx.UID, namespace: ns, at: at}
+	m.lastClaim = now
+}
+
+// heldRelabel is the claim of sbx whose relabel this process has not
+// written, and how long until it is due (relabelQuiet); held is false when
+// there is none.
+func (m *memory) heldRelabel(sbx *v1.Sandbox, now time.Time) (c memberClaim, wait time.Duration, held bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.claims[sbx.Name]
+	if !ok || c.sandbox != sbx.UID || !c.relabelled.IsZero() {
+		return memberClaim{}, 0, false
+	}
+	return c, max(0, min(relabelQuiet-now.Sub(m.lastClaim), relabelHoldMax-now.Sub(c.at))), true
 }
 
 // noteRelabelled records that the relabel of the member sbx claimed
@@ -109,14 +145,15 @@ func (m *memory) noteRelabelled(sbx *v1.Sandbox, at time.Time) {
 	}
 }
 
-// relabelledLately tells whether this process relabelled namespace for
-// sbx within relabelTrust before now.
-func (m *memory) relabelledLately(sbx *v1.Sandbox, namespace string, now time.Time) bool {
+// relabelAhead tells whether this process claimed namespace for sbx and
+// holds its relabel, or wrote it within relabelTrust before now: either
+// explains a cache that shows the namespace as a member still.
+func (m *memory) relabelAhead(sbx *v1.Sandbox, namespace string, now time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, ok := m.claims[sbx.Name]
 	return ok && c.sandbox == sbx.UID && c.namespace.Name == namespace &&
-		!c.relabelled.IsZero() && now.Sub(c.relabelled) < relabelTrust
+		(c.relabelled.IsZero() || now.Sub(c.relabelled) < relabelTrust)
 }
 
 // forgetClaim drops a sandbox's claim once the cache shows its member

@@ -75,7 +75,7 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, sbx *v1.Sandbox, bp en
 	case err == nil && ownsNamespace(ns, sbx):
 		r.memory.forgetClaim(sbx.Name)
 		return namespaceCached, nil, nil
-	case err == nil && r.memory.relabelledLately(sbx, ns.Name, time.Now()):
+	case err == nil && r.memory.relabelAhead(sbx, ns.Name, time.Now()):
 		return namespaceAhead, nil, nil
 	case err == nil:
 		err = r.apiReader.Get(ctx, key, ns)

@@ -81,12 +81,7 @@ func TestWarmClaimHandsOutAReadyMember(t *testing.T) {
 		t.Errorf("the claim's binding in %s is labelled %v, want the claim of sandbox %s", got.Status.Namespace, binding.Labels, got.UID)
 	}
 	// The member is relabelled for the sandbox after it is Ready.
-	ns := &corev1.Namespace{}
-	testcluster.Eventually(t, "the claimed member relabelled for its sandbox", func() (bool, string) {
-		err := c.Get(ctx, types.NamespacedName{Name: got.Status.Namespace}, ns)
-		return err == nil && ns.Labels[v1.LabelMember] == v1.MemberClaimed && metav1.IsControlledBy(ns, got),
-			fmt.Sprintf("labels %v, owners %v, %v", ns.Labels, ns.OwnerReferences, err)
-	})
+	ns := waitRelabelled(t, c, got)
 	waitPoolReady(t, c, pool, 2)
 
 	if err := c.Delete(ctx, got); err != nil {

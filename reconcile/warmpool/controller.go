@@ -7,7 +7,6 @@ package warmpool
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"time"
 
@@ -127,7 +126,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(statuspatch.RequeueConflicts(r))
 }
 
-// +kubebuilder:rbac:groups=agentsandbox.dev,resources=warmpools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agentsandbox.dev,resources=warmpools,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=warmpools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agentsandbox.dev,resources=warmpools/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch;delete
@@ -145,12 +144,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if apierrors.IsNotFound(err) {
 			r.memory.forget(req.Name)
 			r.status.Forget(req.NamespacedName)
-			return ctrl.Result{}, r.removeOrphanedMembers(ctx, req.Name)
+			return ctrl.Result{}, r.removeStrangers(ctx, &v1.WarmPool{ObjectMeta: metav1.ObjectMeta{Name: req.Name}})
 		}
 		return ctrl.Result{}, err
 	}
 	if !pool.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil // members go by garbage collection
+		return r.finalize(ctx, pool)
+	}
+	if err := statuspatch.SetFinalizer(ctx, r.Client, pool, v1.FinalizerWarmPool, true); err != nil {
+		return ctrl.Result{}, err
 	}
 	readyBefore := conditions.Get(pool, v1.ReadyCondition).DeepCopy()
 	patcher := r.status.For(pool)
@@ -186,6 +188,9 @@ func (r *Reconciler) reconcile(ctx context.Context, pool *v1.WarmPool) outcome {
 		return outcome{problem: p, err: err}
 	}
 	o := outcome{templateHash: tpl.Status.ContentHash, want: int(pool.DesiredReplicas())}
+	if o.err = r.removeStrangers(ctx, pool); o.err != nil {
+		return o
+	}
 	members, taken, err := environment.Members(ctx, r.Client, pool)
 	if err != nil {
 		o.err = err
@@ -224,28 +229,6 @@ func (r *Reconciler) reconcile(ctx context.Context, pool *v1.WarmPool) outcome {
 	o.settling, o.buildErr = r.build(ctx, pool.Name, builds)
 	o.pending = unseen > 0 || toBuild > 0 || len(inFlight) > 0
 	return o
-}
-
-// removeOrphanedMembers deletes the unclaimed members of a pool that is
-// gone. Garbage collection deletes them when the pool is deleted normally;
-// a delete with propagationPolicy Orphan strips their owner references
-// instead, and they would run on, unclaimable, for good. Members the pool
-// still controls are left to garbage collection.
-func (r *Reconciler) removeOrphanedMembers(ctx context.Context, pool string) error {
-	members := &corev1.NamespaceList{}
-	if err := r.List(ctx, members, client.MatchingFields{index.NamespaceWarmPool: pool}); err != nil {
-		return fmt.Errorf("failed to list members of WarmPool %s: %w", pool, err)
-	}
-	for i := range members.Items {
-		ns := &members.Items[i]
-		if ns.Labels[v1.LabelMember] != v1.MemberAvailable || ns.DeletionTimestamp != nil || metav1.GetControllerOf(ns) != nil {
-			continue
-		}
-		if _, err := r.takeAndDelete(ctx, ns); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // memberEvents enqueues the pool of a member namespace, pod or binding

@@ -16,6 +16,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -519,8 +520,7 @@ func TestSequentialClaimsAreServedWarm(t *testing.T) {
 }
 
 // TestOrphanedMembersAreRemoved: a pool deleted with propagationPolicy
-// Orphan leaves no members running: the controller deletes them once the
-// pool is gone.
+// Orphan leaves no members running: its finalizer deletes them.
 func TestOrphanedMembersAreRemoved(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Get(t).Client
@@ -563,4 +563,97 @@ func TestNewMemberNeverBuildsIntoAnExistingNamespace(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(probe), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the build created %s/%s in a namespace that is not the pool's: %v", probe.Namespace, probe.Name, err)
 	}
+}
+
+// TestDeletedPoolSparesItsClaimedMembers: a pool deleted in the foreground,
+// as the provider deletes it, right after a Sandbox claimed one of its
+// members and before that member's relabel (held until claims pause),
+// deletes its unclaimed member and goes once the claimed one is relabelled
+// as the Sandbox's; the claimed one lives on, the Sandbox's. With the
+// pool's owner reference on its members, garbage collection deleted the
+// claimed one with the pool.
+func TestDeletedPoolSparesItsClaimedMembers(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	ctx := context.Background()
+	_, pool := newPool(t, c, "python:3.12", 2, v1.OnReplenishUpdateStrategy)
+	poolStatus(t, c, pool, 2, 2)
+	sbx := &v1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("claim")},
+		Spec:       v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: pool.Name}, Owner: "alice@example.com"},
+	}
+	create(t, c, sbx)
+	testcluster.Eventually(t, "sandbox "+sbx.Name+" Ready", func() (bool, string) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(sbx), sbx); err != nil {
+			return false, err.Error()
+		}
+		return conditions.IsReady(sbx), fmt.Sprint(conditions.Get(sbx, v1.ReadyCondition))
+	})
+	claimed := &corev1.Namespace{}
+	if err := c.Get(ctx, types.NamespacedName{Name: sbx.Status.Namespace}, claimed); err != nil || sbx.Status.LaunchType != v1.LaunchWarm {
+		t.Fatalf("claimed member %q (%s): %v", sbx.Status.Namespace, sbx.Status.LaunchType, err)
+	}
+	if err := c.Delete(ctx, pool, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+		t.Fatal(err)
+	}
+	if claimed.Labels[v1.LabelMember] != v1.MemberAvailable {
+		t.Fatalf("member %s was relabelled (%v) before the pool's delete: the relabel is held a second after the claim", claimed.Name, claimed.Labels)
+	}
+	testcluster.Eventually(t, "pool "+pool.Name+" gone", func() (bool, string) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(pool), &v1.WarmPool{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("%d namespaces carry the pool's label, finalizers %v", len(liveNamespacesOf(t, c, pool)), err)
+	})
+	if left := liveNamespacesOf(t, c, pool); len(left) != 1 || left[0] != claimed.Name {
+		t.Errorf("namespaces of the deleted pool: %v, want only the claimed %s", left, claimed.Name)
+	}
+	ns := &corev1.Namespace{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(claimed), ns); err != nil || ns.DeletionTimestamp != nil ||
+		!metav1.IsControlledBy(ns, sbx) || ns.Labels[v1.LabelMember] != v1.MemberClaimed {
+		t.Fatalf("claimed member after its pool's delete: %v, deleting since %v, owners %v, labels %v", err, ns.DeletionTimestamp, ns.OwnerReferences, ns.Labels)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(sbx), sbx); err != nil || !conditions.IsReady(sbx) {
+		t.Errorf("sandbox after its pool's delete: %v, %v", err, conditions.Get(sbx, v1.ReadyCondition))
+	}
+}
+
+// TestMembersOfAnEarlierPoolAreRemoved: a namespace labelled as an
+// unclaimed member of a pool's name that the pool did not build (an
+// earlier pool of the name, whose finalizer was removed by hand) is
+// deleted by the pool; its own members are left.
+func TestMembersOfAnEarlierPoolAreRemoved(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	ctx := context.Background()
+	_, pool := newPool(t, c, "python:3.12", 1, v1.OnReplenishUpdateStrategy)
+	poolStatus(t, c, pool, 1, 1)
+	own := liveNamespacesOf(t, c, pool)
+	stray := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("sandbox-wp-stray"), Labels: map[string]string{
+		v1.LabelManagedBy: v1.ManagedByValue, v1.LabelWarmPool: pool.Name, v1.LabelWarmPoolUID: "an-earlier-pool", v1.LabelMember: v1.MemberAvailable,
+	}}}
+	create(t, c, stray)
+	testcluster.Eventually(t, "stray member "+stray.Name+" deleted", func() (bool, string) {
+		ns := &corev1.Namespace{}
+		err := c.Get(ctx, client.ObjectKeyFromObject(stray), ns)
+		return apierrors.IsNotFound(err) || err == nil && ns.DeletionTimestamp != nil, "still live"
+	})
+	poolStatus(t, c, pool, 1, 1)
+	if now := liveNamespacesOf(t, c, pool); !slices.Contains(now, own[0]) {
+		t.Errorf("the pool's own member %s went with the stray one: %v", own[0], now)
+	}
+}
+
+// liveNamespacesOf are the live namespaces labelled with the pool's name.
+func liveNamespacesOf(t *testing.T, c client.Client, pool *v1.WarmPool) []string {
+	t.Helper()
+	list := &corev1.NamespaceList{}
+	if err := c.List(context.Background(), list, client.MatchingLabels{v1.LabelWarmPool: pool.Name}); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, ns := range list.Items {
+		if ns.DeletionTimestamp == nil {
+			names = append(names, ns.Name)
+		}
+	}
+	return names
 }
