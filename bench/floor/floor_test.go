@@ -23,17 +23,21 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/apirequests"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/latency"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/apply"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/reconciletest"
@@ -50,9 +54,12 @@ const owner = "bench@example.com"
 // events no controller-made claim goes without: the Sandbox's create seen
 // before the claim is written, and its Ready status seen after.
 // writes=3+watch+relabel also relabels the member once Ready is written,
-// as the claim does off its path: its latency is not waited for, but its
-// load on the API server lands on the claims that follow, as the
-// claim's own does.
+// as the claim did off its path before its relabel waited for claims to
+// pause: its latency is not waited for, but its load on the API server
+// lands on the claims that follow. writes=3+watch+informers runs, beside
+// the claims, the informers the controllers keep, with nothing
+// reconciled: the watch events about each claim that any controller
+// claiming from its cache is sent and decodes.
 func BenchmarkClaimWrites(b *testing.B) {
 	cluster := testcluster.Get(b)
 	c := cluster.Client
@@ -72,20 +79,25 @@ func BenchmarkClaimWrites(b *testing.B) {
 	w := writers{client: c, controller: reconciler}
 	ctx := context.Background()
 	for _, sequence := range []struct {
-		name    string
-		send    func(context.Context, writers, *v1.Sandbox, *corev1.Namespace) error
-		watched bool
-		relabel bool
+		name      string
+		send      func(context.Context, writers, *v1.Sandbox, *corev1.Namespace) error
+		watched   bool
+		relabel   bool
+		informers bool
 	}{
-		{"writes=3", claimWrites, false, false},
-		{"writes=3+watch", claimWrites, true, false},
-		{"writes=3+watch+relabel", claimWrites, true, true},
-		{"writes=4", fourWriteClaim, false, false},
+		{"writes=3", claimWrites, false, false, false},
+		{"writes=3+watch", claimWrites, true, false, false},
+		{"writes=3+watch+relabel", claimWrites, true, true, false},
+		{"writes=3+watch+informers", claimWrites, true, false, true},
+		{"writes=4", fourWriteClaim, false, false, false},
 	} {
 		for _, clients := range []int{1, 20} {
 			b.Run(fmt.Sprintf("%s/clients=%d", sequence.name, clients), func(b *testing.B) {
 				testcluster.Get(b).WaitNoTerminatingNamespaces(b)
 				members := newMembers(b, c, b.N)
+				if sequence.informers {
+					controllerInformers(b, asReconciler, c.Scheme())
+				}
 				var relabels *errgroup.Group
 				if sequence.relabel {
 					relabels = &errgroup.Group{}
@@ -198,6 +210,33 @@ func fourWriteClaim(ctx context.Context, w writers, s *v1.Sandbox, ns *corev1.Na
 		return err
 	}
 	return readyStatus(ctx, w.controller, s, ns)
+}
+
+// controllerInformers starts, until b's run ends, the informers the
+// controllers keep (reconcile.CacheOptions, and the kinds they watch
+// besides), synced, as the reconciler's service account.
+func controllerInformers(b *testing.B, cfg *rest.Config, scheme *runtime.Scheme) {
+	opts := reconcile.CacheOptions()
+	opts.Scheme = scheme
+	informers, err := cache.New(cfg, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kinds := []client.Object{&v1.WarmPool{}, &v1.NodePool{}, &v1.GitSync{}, &corev1.Service{}, &nodev1.RuntimeClass{}}
+	for obj := range opts.ByObject {
+		kinds = append(kinds, obj)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	for _, obj := range kinds {
+		if _, err := informers.GetInformer(ctx, obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+	go func() { _ = informers.Start(ctx) }()
+	if !informers.WaitForCacheSync(ctx) {
+		b.Fatal("the controllers' informers did not sync")
+	}
 }
 
 // writers are the clients a claim's writes come from: the Sandbox's

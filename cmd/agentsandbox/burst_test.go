@@ -84,6 +84,13 @@ func claimBurst(t *testing.T, kills, reconcilers int) {
 		t.Fatal(err)
 	}
 	run := pool.Name
+
+	proc := startReconciler(t, cluster)
+	for range reconcilers - 1 {
+		startReconciler(t, cluster)
+	}
+	// Registered after the reconcilers, so it runs while they do: the
+	// pool's finalizer deletes its members.
 	t.Cleanup(func() {
 		_ = c.Delete(ctx, pool)
 		_ = c.Delete(ctx, tpl)
@@ -91,11 +98,6 @@ func claimBurst(t *testing.T, kills, reconcilers int) {
 		// cluster.
 		waitNamespacesGone(t, client.MatchingLabels{v1.LabelWarmPool: pool.Name}, func(*corev1.Namespace) bool { return true })
 	})
-
-	proc := startReconciler(t, cluster)
-	for range reconcilers - 1 {
-		startReconciler(t, cluster)
-	}
 	waitPoolReady(t, pool, int32(burstPool), 5*time.Minute)
 
 	start := time.Now()

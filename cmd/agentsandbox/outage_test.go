@@ -53,11 +53,11 @@ func TestReconcilerRidesOutAnAPIOutage(t *testing.T) {
 	if err := c.Create(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Delete(ctx, pool) })
 
 	health := testcluster.FreeAddr(t)
 	proc := startReconcilerWith(t, cluster, "--leader-election-namespace", v1.SystemNamespace, "--metrics-addr=0",
 		"--health-addr", health, "--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s")
+	deleteWhileReconciled(t, c, pool)
 	waitPoolFull(t, c, pool)
 
 	for _, outage := range []time.Duration{20 * time.Second, 120 * time.Second} {

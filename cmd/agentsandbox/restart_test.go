@@ -15,6 +15,7 @@ import (
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -91,6 +92,27 @@ func startReconcilerWith(t *testing.T, cluster *testcluster.Cluster, args ...str
 		_ = log.Close()
 	})
 	return r
+}
+
+// deleteWhileReconciled deletes obj when the test ends and waits until it
+// is gone, while the reconcilers started before this call still run (a
+// cleanup registered after theirs runs before them): a warm pool's
+// finalizer, which deletes its members, needs a reconciler.
+func deleteWhileReconciled(t *testing.T, c client.Client, obj client.Object) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			t.Errorf("delete %s: %v", obj.GetName(), err)
+			return
+		}
+		live := obj.DeepCopyObject().(client.Object)
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			return apierrors.IsNotFound(c.Get(ctx, client.ObjectKeyFromObject(obj), live)), nil
+		})
+		if err != nil {
+			t.Errorf("%s still there 2 minutes after its delete (finalizers %v)", obj.GetName(), live.GetFinalizers())
+		}
+	})
 }
 
 func (r *reconciler) start() {

@@ -117,7 +117,7 @@ func TestRunDeletesTheSandbox(t *testing.T) {
 	if err := admin.Create(context.Background(), pool); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = admin.Delete(context.Background(), pool) })
+	deleteWhileReconciled(t, admin, pool)
 	res = cli(t, agent, "", "run", "--pool", pool.Name, "--", "true")
 	if m := readyLine.FindStringSubmatch(res.stderr); res.code != 0 || m == nil || !strings.Contains(m[2], "cold-started") || !strings.Contains(m[2], "WarmPool "+pool.Name) {
 		t.Errorf("run from an empty pool: %+v", res)

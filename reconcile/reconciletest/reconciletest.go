@@ -17,11 +17,13 @@ import (
 
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 )
@@ -48,6 +50,7 @@ func Run(m *testing.M, setup func(ctrl.Manager) error) int {
 	})
 	code := m.Run()
 	if running != nil && running.stop != nil {
+		finishPoolDeletions(running.cluster)
 		if err := running.stop(); err != nil {
 			println("manager:", err.Error())
 			if code == 0 {
@@ -99,6 +102,31 @@ func Pause() (resume func() error, err error) {
 		running.stop, running.cache, err = start(running.cluster, running.setup)
 		return err
 	}, nil
+}
+
+// finishPoolDeletions waits, for up to a minute, until no warm pool is
+// being deleted: the controllers finish the deletions the package's last
+// tests started, since a pool's finalizer, which deletes its members,
+// needs them, and the next package to take the cluster would find the
+// pool and its members there.
+func finishPoolDeletions(cluster *testcluster.Cluster) {
+	var deleting []string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pools := &v1.WarmPoolList{}
+		if err := cluster.Client.List(ctx, pools); err != nil {
+			return false, nil
+		}
+		deleting = deleting[:0]
+		for _, p := range pools.Items {
+			if p.DeletionTimestamp != nil {
+				deleting = append(deleting, p.Name)
+			}
+		}
+		return len(deleting) == 0, nil
+	})
+	if err != nil {
+		println("warm pools still being deleted a minute after the last test:", strings.Join(deleting, ", "))
+	}
 }
 
 // Cache is the running controllers' informer cache, nil before the first

@@ -112,6 +112,48 @@ func TestDeletedSandboxLeavesNoTakenMember(t *testing.T) {
 	waitPoolReady(t, c, pool, 2)
 }
 
+// TestSandboxDeletedWhileItsRelabelIsHeld: a sandbox deleted right after
+// its claim, while its member still carries the member labels (the
+// relabel waits for claims to pause), goes as any other: its member is
+// relabelled, its pod's deletion is followed through the namespace's
+// label and the Sandbox is let go, and the namespace goes with it, never
+// back into the pool.
+func TestSandboxDeletedWhileItsRelabelIsHeld(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	ctx := context.Background()
+	tpl := newTemplate(t, c, nil)
+	pool := newPool(t, c, tpl, 1, nil)
+	waitPoolReady(t, c, pool, 1)
+	sbx := newSandbox(t, c, tpl, claimFrom(pool))
+	ready := waitCondition(t, c, sbx, metav1.ConditionTrue, v1.ReasonPodReady)
+	member := &corev1.Namespace{}
+	if err := c.Get(ctx, types.NamespacedName{Name: ready.Status.Namespace}, member); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, ready); err != nil {
+		t.Fatal(err)
+	}
+	if member.Labels[v1.LabelMember] != v1.MemberAvailable {
+		t.Fatalf("member %s was relabelled (%v) before the sandbox's delete: the relabel is held a second after the claim", member.Name, member.Labels)
+	}
+	testcluster.Eventually(t, "sandbox "+sbx.Name+" gone", func() (bool, string) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(sbx), sbx)
+		return apierrors.IsNotFound(err), fmt.Sprintf("phase %s, finalizers %v, %v", sbx.Status.Phase, sbx.Finalizers, err)
+	})
+	testcluster.Eventually(t, "its namespace "+member.Name+" deleted", func() (bool, string) {
+		ns := &corev1.Namespace{}
+		err := c.Get(ctx, client.ObjectKeyFromObject(member), ns)
+		return apierrors.IsNotFound(err) || err == nil && ns.DeletionTimestamp != nil, fmt.Sprintf("labels %v, %v", ns.Labels, err)
+	})
+	waitPoolReady(t, c, pool, 1)
+	for _, m := range availableMembers(t, c, pool) {
+		if m.Name == member.Name && m.DeletionTimestamp == nil {
+			t.Errorf("the deleted sandbox's member %s is back in the pool", m.Name)
+		}
+	}
+}
+
 // waitingSandbox is a sandbox of tpl waiting for a member of an empty pool
 // (whenEmpty: Wait), placed nowhere.
 func waitingSandbox(t *testing.T, c client.Client, tpl *v1.SandboxTemplate) *v1.Sandbox {

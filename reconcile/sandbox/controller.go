@@ -15,6 +15,7 @@ import (
 
 	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -506,15 +507,31 @@ func (r *Reconciler) recordTransition(before, after *v1.Sandbox) {
 func (r *Reconciler) sandboxOfPod(ctx context.Context, pod client.Object) []reconcile.Request {
 	name, ok := pod.GetLabels()[v1.LabelSandbox]
 	if !ok {
-		ns := &corev1.Namespace{}
-		if err := r.Get(ctx, types.NamespacedName{Name: pod.GetNamespace()}, ns); err != nil {
-			return nil
-		}
-		if name, ok = ns.Labels[v1.LabelSandbox]; !ok {
+		if name, ok = r.sandboxInNamespace(ctx, pod.GetNamespace()); !ok {
 			return nil
 		}
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+}
+
+// sandboxInNamespace names, from the cache, the sandbox whose namespace
+// this is: by the namespace's label, or, for a claimed member whose
+// relabel is held (relabelQuiet), by its claim's binding.
+func (r *Reconciler) sandboxInNamespace(ctx context.Context, namespace string) (string, bool) {
+	ns := &corev1.Namespace{}
+	if err := r.Get(ctx, types.NamespacedName{Name: namespace}, ns); err != nil {
+		return "", false
+	}
+	if name, ok := ns.Labels[v1.LabelSandbox]; ok || ns.Labels[v1.LabelMember] != v1.MemberAvailable {
+		return name, ok
+	}
+	claim := &rbacv1.RoleBinding{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: environment.OwnerBindingName}, claim); err != nil ||
+		claim.Labels[v1.LabelMember] != v1.MemberClaimed {
+		return "", false
+	}
+	name, ok := claim.Labels[v1.LabelSandbox]
+	return name, ok
 }
 
 // sandboxesOfTemplate finds the sandboxes a template change concerns: those

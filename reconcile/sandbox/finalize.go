@@ -28,7 +28,10 @@ func (r *Reconciler) finalize(ctx context.Context, sbx *v1.Sandbox) (ctrl.Result
 	if !controllerutil.ContainsFinalizer(sbx, v1.FinalizerSandbox) {
 		return ctrl.Result{}, nil
 	}
-	if err := r.deleteUnadopted(ctx, sbx.Name, sbx.UID); err != nil {
+	if err := r.adoptHeld(ctx, sbx); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.deleteUnadopted(ctx, sbx.Name, sbx.UID, sbx.Status.Namespace); err != nil {
 		return ctrl.Result{}, err
 	}
 	pod, err := r.podOfDeleted(ctx, sbx)
@@ -81,18 +84,37 @@ func (r *Reconciler) podOfDeleted(ctx context.Context, sbx *v1.Sandbox) (*corev1
 	return pod, nil
 }
 
+// adoptHeld relabels the member a deleted sandbox's status names when its
+// relabel was still held (relabelQuiet), so that its namespace goes as any
+// sandbox's does: its pod's deletion followed (the pod's events reach the
+// Sandbox through the namespace's label, which a namespace being deleted
+// keeps, while the claim's binding inside may go first), then garbage
+// collection. The claim is confirmed past the cache (adoptClaimed): this
+// is once per deletion, and off the claim path.
+func (r *Reconciler) adoptHeld(ctx context.Context, sbx *v1.Sandbox) error {
+	if sbx.Status.Namespace == "" {
+		return nil
+	}
+	ns := &corev1.Namespace{}
+	if err := r.Get(ctx, types.NamespacedName{Name: sbx.Status.Namespace}, ns); err != nil || ownsNamespace(ns, sbx) {
+		return client.IgnoreNotFound(err)
+	}
+	_, err := r.adoptClaimed(ctx, sbx, ns)
+	return err
+}
+
 // deleteUnadopted deletes the members claimed for the sandbox of name and
-// uid (any, when uid is empty) that were not relabelled for it: garbage
-// collection, which takes its other namespaces with the Sandbox, does not
-// know they are its, and the pool must not have them back, as their owner
-// had access.
-func (r *Reconciler) deleteUnadopted(ctx context.Context, name string, uid types.UID) error {
+// uid (any, when uid is empty) that were not relabelled for it, but for
+// the one named keep (adoptHeld relabelled it): garbage collection, which
+// takes its other namespaces with the Sandbox, does not know they are its,
+// and the pool must not have them back, as their owner had access.
+func (r *Reconciler) deleteUnadopted(ctx context.Context, name string, uid types.UID, keep string) error {
 	claims, err := r.unadoptedClaims(ctx, name)
 	if err != nil {
 		return err
 	}
 	for _, c := range claims {
-		if uid == "" || c.binding.Labels[v1.LabelSandboxUID] == string(uid) {
+		if c.member.Name != keep && (uid == "" || c.binding.Labels[v1.LabelSandboxUID] == string(uid)) {
 			if err := environment.DeleteNamespace(ctx, r.Client, c.member); err != nil {
 				return err
 			}

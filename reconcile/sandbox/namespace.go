@@ -145,7 +145,7 @@ func (r *Reconciler) removeLeftBehind(ctx context.Context, name string) error {
 	if err := r.apiReader.Get(ctx, types.NamespacedName{Name: name}, &v1.Sandbox{}); !apierrors.IsNotFound(err) {
 		return client.IgnoreNotFound(err)
 	}
-	if err := r.deleteUnadopted(ctx, name, ""); err != nil {
+	if err := r.deleteUnadopted(ctx, name, "", ""); err != nil {
 		return err
 	}
 	list := &corev1.NamespaceList{}
