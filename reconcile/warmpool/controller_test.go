@@ -493,17 +493,7 @@ func TestSequentialClaimsAreServedWarm(t *testing.T) {
 	poolStatus(t, c, pool, 3, 3)
 	var launches []v1.LaunchType
 	for range 10 {
-		s := &v1.Sandbox{
-			ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("claim")},
-			Spec:       v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: pool.Name}, Owner: "alice@example.com"},
-		}
-		create(t, c, s)
-		testcluster.Eventually(t, "sandbox "+s.Name+" Ready", func() (bool, string) {
-			if err := c.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
-				return false, err.Error()
-			}
-			return conditions.IsReady(s), fmt.Sprint(conditions.Get(s, v1.ReadyCondition))
-		})
+		s := claimReady(t, c, pool)
 		launches = append(launches, s.Status.LaunchType)
 		time.Sleep(time.Second)
 		if err := c.Delete(ctx, s); err != nil {
@@ -578,17 +568,7 @@ func TestDeletedPoolSparesItsClaimedMembers(t *testing.T) {
 	ctx := context.Background()
 	_, pool := newPool(t, c, "python:3.12", 2, v1.OnReplenishUpdateStrategy)
 	poolStatus(t, c, pool, 2, 2)
-	sbx := &v1.Sandbox{
-		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("claim")},
-		Spec:       v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: pool.Name}, Owner: "alice@example.com"},
-	}
-	create(t, c, sbx)
-	testcluster.Eventually(t, "sandbox "+sbx.Name+" Ready", func() (bool, string) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(sbx), sbx); err != nil {
-			return false, err.Error()
-		}
-		return conditions.IsReady(sbx), fmt.Sprint(conditions.Get(sbx, v1.ReadyCondition))
-	})
+	sbx := claimReady(t, c, pool)
 	claimed := &corev1.Namespace{}
 	if err := c.Get(ctx, types.NamespacedName{Name: sbx.Status.Namespace}, claimed); err != nil || sbx.Status.LaunchType != v1.LaunchWarm {
 		t.Fatalf("claimed member %q (%s): %v", sbx.Status.Namespace, sbx.Status.LaunchType, err)
@@ -640,6 +620,24 @@ func TestMembersOfAnEarlierPoolAreRemoved(t *testing.T) {
 	if now := liveNamespacesOf(t, c, pool); !slices.Contains(now, own[0]) {
 		t.Errorf("the pool's own member %s went with the stray one: %v", own[0], now)
 	}
+}
+
+// claimReady creates a Sandbox claiming from pool and waits until it is
+// Ready.
+func claimReady(t *testing.T, c client.Client, pool *v1.WarmPool) *v1.Sandbox {
+	t.Helper()
+	s := &v1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("claim")},
+		Spec:       v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: pool.Name}, Owner: "alice@example.com"},
+	}
+	create(t, c, s)
+	testcluster.Eventually(t, "sandbox "+s.Name+" Ready", func() (bool, string) {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(s), s); err != nil {
+			return false, err.Error()
+		}
+		return conditions.IsReady(s), fmt.Sprint(conditions.Get(s, v1.ReadyCondition))
+	})
+	return s
 }
 
 // liveNamespacesOf are the live namespaces labelled with the pool's name.
