@@ -56,11 +56,12 @@ func (r *Reconciler) finalize(ctx context.Context, pool *v1.WarmPool) (ctrl.Resu
 }
 
 // removeStrangers deletes the unclaimed members labelled for pool's name
-// that another pool built: an earlier pool of that name, which is gone
-// (names are unique), or any pool of it when pool is only the name of one
-// that is gone (its UID empty). Its finalizer would have deleted them; one
-// removed by hand, or a delete with propagationPolicy Orphan of a pool
-// whose members still carried its owner reference, leaves them to run on,
+// that pool did not build: an earlier pool's of that name, which is gone
+// (names are unique), or, when pool is only the name of one that is gone
+// (its UID empty), any pool's. A pool's finalizer deletes its members;
+// these are what is left where it was removed by hand, or where a delete
+// with propagationPolicy Orphan stripped the owner reference from members
+// built before they carried their pool's UID. They would run on,
 // unclaimable, for good. Members a pool still controls are left to
 // garbage collection.
 func (r *Reconciler) removeStrangers(ctx context.Context, pool *v1.WarmPool) error {
