@@ -30,6 +30,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
@@ -186,6 +187,7 @@ func BenchmarkWarmClaim(b *testing.B) {
 			pool := fullPool(b, int32(b.N))
 			var warm atomic.Int64
 			writes, reads := reconciletest.WriteCount(), reconciletest.ReadCount()
+			passes, cpu := sandboxPasses(b), cpuTime()
 			requests := apirequests.Snapshot(b, testcluster.Get(b).Config)
 			latency.Run(b, clients, func() time.Duration {
 				s, d := watcher.claim(b, pool.Name)
@@ -194,6 +196,9 @@ func BenchmarkWarmClaim(b *testing.B) {
 				}
 				return d
 			})
+			// The process's: the reconciler's, its informers' and the
+			// clients'.
+			b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/1000/float64(b.N), "cpu-ms/claim")
 			apirequests.Report(b, testcluster.Get(b).Config, requests, "claim")
 			b.ReportMetric(float64(warm.Load())/float64(b.N), "warm-ratio")
 			// The client's create, and the controllers' writes but the
@@ -203,8 +208,35 @@ func BenchmarkWarmClaim(b *testing.B) {
 			b.ReportMetric(1+float64(len(claimWrites))/float64(b.N), "writes/claim")
 			// Reads past the cache: a claim should need none.
 			b.ReportMetric(float64(reconciletest.ReadCount()-reads)/float64(b.N), "reads/claim")
+			// The claim's pass and the one its status write brings; any
+			// more take CPU from the cores the API server answers the
+			// next claims on.
+			b.ReportMetric((sandboxPasses(b)-passes)/float64(b.N), "passes/claim")
 		})
 	}
+}
+
+// sandboxPasses is how many passes the sandbox controller has made in this
+// process, as controller-runtime counts them for its metrics.
+func sandboxPasses(b *testing.B) float64 {
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var passes float64
+	for _, family := range families {
+		if family.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range family.GetMetric() {
+			for _, label := range m.GetLabel() {
+				if label.GetName() == "controller" && label.GetValue() == "sandbox" {
+					passes += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return passes
 }
 
 // BenchmarkSequentialClaims is an agent's run_once against a pool of 3:

@@ -276,9 +276,11 @@ func (r *Reconciler) claimLanded(ctx context.Context, sbx *v1.Sandbox, member st
 
 // relabel completes the claim this process made for the sandbox (adopt)
 // once it is due (relabelQuiet), and says how long until then while it is
-// held. claimed is the member this pass claimed, if it did: one built
-// before members lost their pool's owner reference is relabelled at once,
-// since its pool's garbage collection would take it with the pool.
+// held: until relabelHoldMax, since a pause in claims before then brings
+// a pass of its own (releaseHeld). claimed is the member this pass
+// claimed, if it did: one built before members lost their pool's owner
+// reference is relabelled at once, since its pool's garbage collection
+// would take it with the pool.
 func (r *Reconciler) relabel(ctx context.Context, sbx *v1.Sandbox, claimed *corev1.Namespace) (time.Duration, error) {
 	now := time.Now()
 	if claimed != nil && metav1.GetControllerOf(claimed) != nil {

@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -28,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/apply"
@@ -99,6 +101,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A pool's status changes with every claim and refill; only the
 		// sandboxes still waiting to be placed care.
 		Watches(&v1.WarmPool{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesBy(index.SandboxWarmPool, unplaced))).
+		// The sandboxes whose relabels were held, once claims pause.
+		WatchesRawSource(source.Func(func(_ context.Context, queue workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+			r.memory.wakeWith(func(sandbox string) {
+				queue.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: sandbox}})
+			})
+			return nil
+		})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: ConcurrentReconciles}).
 		Complete(statuspatch.RequeueConflicts(r))
 }

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
@@ -136,6 +137,48 @@ func TestRankForSandbox(t *testing.T) {
 	}
 }
 
+// TestHeldRelabelsWokenOncePaused: once this process has claimed nothing
+// for relabelQuiet, the sandboxes whose relabels it holds are woken, each
+// once, and none whose relabel was written; not before.
+func TestHeldRelabelsWokenOncePaused(t *testing.T) {
+	t.Parallel()
+	m := newMemory()
+	woken := make(chan string, 10)
+	m.wakeWith(func(sandbox string) { woken <- sandbox })
+	claim := func(name string) time.Time {
+		sbx := &v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(name)}}
+		now := time.Now()
+		m.claimed(sbx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "member-" + name}}, now, now)
+		return now
+	}
+	claim("held")
+	claim("relabelled")
+	m.noteRelabelled(&v1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "relabelled", UID: "relabelled"}}, time.Now())
+	time.Sleep(relabelQuiet / 2)
+	last := claim("later")
+	var got []string
+	for len(got) < 2 {
+		select {
+		case name := <-woken:
+			if since := time.Since(last); since < relabelQuiet {
+				t.Errorf("%s woken %v after the last claim, before claims paused for %v", name, since, relabelQuiet)
+			}
+			got = append(got, name)
+		case <-time.After(3 * relabelQuiet):
+			t.Fatalf("woken %v within %v of the last claim; want held and later", got, 3*relabelQuiet)
+		}
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"held", "later"}) {
+		t.Errorf("woken %v, want [held later]", got)
+	}
+	select {
+	case name := <-woken:
+		t.Errorf("%s woken again, or a relabel written was woken", name)
+	case <-time.After(relabelQuiet + 200*time.Millisecond):
+	}
+}
+
 // TestRelabelHeldThenTrusted: a claim's relabel is held until this
 // process has claimed nothing for relabelQuiet, or for relabelHoldMax after
 // the claim in a steady stream; meanwhile, and for relabelTrust after the
@@ -150,8 +193,8 @@ func TestRelabelHeldThenTrusted(t *testing.T) {
 	}
 	at := time.Now()
 	m.claimed(sbx, member, at, at)
-	if _, wait, held := m.heldRelabel(sbx, at); !held || wait != relabelQuiet {
-		t.Errorf("right after its claim: held %v, due in %v; want held, due in %v", held, wait, relabelQuiet)
+	if _, wait, held := m.heldRelabel(sbx, at); !held || wait != relabelHoldMax {
+		t.Errorf("right after its claim: held %v, due in %v; want held, due in %v (the pause in claims wakes it sooner)", held, wait, relabelHoldMax)
 	}
 	if !m.relabelAhead(sbx, member.Name, at) {
 		t.Error("a held relabel does not explain the cache")
@@ -169,8 +212,8 @@ func TestRelabelHeldThenTrusted(t *testing.T) {
 	quiet := newMemory()
 	quiet.claimed(sbx, member, at, at)
 	quiet.claimed(other, member, at.Add(800*time.Millisecond), at.Add(800*time.Millisecond))
-	if _, wait, _ := quiet.heldRelabel(sbx, at.Add(900*time.Millisecond)); wait != 900*time.Millisecond {
-		t.Errorf("a claim 0.8 s after: due in %v, want %v (a second after the last claim)", wait, 900*time.Millisecond)
+	if _, wait, _ := quiet.heldRelabel(sbx, at.Add(900*time.Millisecond)); wait != relabelHoldMax-900*time.Millisecond {
+		t.Errorf("a claim 0.8 s after: due in %v, want %v (relabelHoldMax after the claim)", wait, relabelHoldMax-900*time.Millisecond)
 	}
 	if _, wait, _ := quiet.heldRelabel(sbx, at.Add(1800*time.Millisecond)); wait != 0 {
 		t.Errorf("a second after the last claim: due in %v, want now", wait)

@@ -36,6 +36,12 @@ type memory struct {
 	claims map[string]memberClaim
 	// lastClaim is when this process last claimed a member.
 	lastClaim time.Time
+	// quiet fires relabelQuiet after lastClaim while claims' relabels are
+	// held, and wake then hands each held claim's sandbox to the
+	// controller's queue (releaseHeld). Nil wake: the relabels wait for
+	// the pass each sandbox scheduled at relabelHoldMax.
+	quiet *time.Timer
+	wake  func(sandbox string)
 	// taken holds the names of the members being claimed or claimed and
 	// not yet settled, with the sandbox claiming each.
 	taken map[string]string
@@ -63,6 +69,11 @@ type memberClaim struct {
 // sent amid a stream of claims, it slows the claims that follow. Held, a
 // burst's relabels go once it pauses, as its members' replacements do
 // (warmpool's claimQuiet); a steady stream's go relabelHoldMax behind.
+// A held sandbox is looked at again once for each: at relabelHoldMax by
+// its own pass's requeue, and when claims pause by releaseHeld. Were each
+// to requeue itself until claims paused, a stream would bring every held
+// sandbox a pass a second, ten passes a claim, on the cores the claims
+// share.
 // Until then the member's namespace carries its member labels, which
 // nothing looks a sandbox up by: clients, the gateway and the pool find a
 // claimed member by its Sandbox's status and its owner's binding.
@@ -113,17 +124,54 @@ func (m *memory) release(member string) {
 	delete(m.taken, member)
 }
 
-// claimed records that sbx claimed the member ns at at, now.
+// claimed records that sbx claimed the member ns at at, now, and sets
+// quiet to release the held relabels once claims pause.
 func (m *memory) claimed(sbx *v1.Sandbox, ns *corev1.Namespace, at, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.claims[sbx.Name] = memberClaim{sandbox: sbx.UID, namespace: ns, at: at}
 	m.lastClaim = now
+	if m.quiet == nil && m.wake != nil {
+		m.quiet = time.AfterFunc(relabelQuiet, m.releaseHeld)
+	}
+}
+
+// releaseHeld wakes the sandboxes whose relabels are held once this
+// process has claimed nothing for relabelQuiet, and otherwise waits until
+// it may have. The timer is set again only by a claim after that: with
+// none, nothing is held.
+func (m *memory) releaseHeld() {
+	m.mu.Lock()
+	if wait := relabelQuiet - time.Since(m.lastClaim); wait > 0 {
+		m.quiet.Reset(wait)
+		m.mu.Unlock()
+		return
+	}
+	m.quiet = nil
+	wake := m.wake
+	var held []string
+	for name, c := range m.claims {
+		if c.relabelled.IsZero() {
+			held = append(held, name)
+		}
+	}
+	m.mu.Unlock()
+	for _, name := range held {
+		wake(name)
+	}
+}
+
+// wakeWith sets what releaseHeld hands a held relabel's sandbox to.
+func (m *memory) wakeWith(wake func(sandbox string)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.wake = wake
 }
 
 // heldRelabel is the claim of sbx whose relabel this process has not
-// written, and how long until it is due (relabelQuiet); held is false when
-// there is none.
+// written, and how long until it is due: at once when this process has
+// claimed nothing for relabelQuiet, else relabelHoldMax after the claim;
+// held is false when there is none.
 func (m *memory) heldRelabel(sbx *v1.Sandbox, now time.Time) (c memberClaim, wait time.Duration, held bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -131,7 +179,10 @@ func (m *memory) heldRelabel(sbx *v1.Sandbox, now time.Time) (c memberClaim, wai
 	if !ok || c.sandbox != sbx.UID || !c.relabelled.IsZero() {
 		return memberClaim{}, 0, false
 	}
-	return c, max(0, min(relabelQuiet-now.Sub(m.lastClaim), relabelHoldMax-now.Sub(c.at))), true
+	if now.Sub(m.lastClaim) >= relabelQuiet {
+		return c, 0, true
+	}
+	return c, max(0, relabelHoldMax-now.Sub(c.at)), true
 }
 
 // noteRelabelled records that the relabel of the member sbx claimed
