@@ -69,14 +69,15 @@ type memberClaim struct {
 // sent amid a stream of claims, it slows the claims that follow. Held, a
 // burst's relabels go once it pauses, as its members' replacements do
 // (warmpool's claimQuiet); a steady stream's go relabelHoldMax behind.
-// A held sandbox is looked at again once for each: at relabelHoldMax by
-// its own pass's requeue, and when claims pause by releaseHeld. Were each
-// to requeue itself until claims paused, a stream would bring every held
-// sandbox a pass a second, ten passes a claim, on the cores the claims
-// share.
 // Until then the member's namespace carries its member labels, which
 // nothing looks a sandbox up by: clients, the gateway and the pool find a
 // claimed member by its Sandbox's status and its owner's binding.
+//
+// A held sandbox is looked at again once for each: at relabelHoldMax by
+// its own pass's requeue, and when claims pause by releaseHeld. Were each
+// to requeue itself until claims paused, a stream would bring every held
+// sandbox a pass a second, about ten a claim, on the cores the claims
+// share.
 const (
 	relabelQuiet   = time.Second
 	relabelHoldMax = 10 * time.Second
