@@ -188,7 +188,7 @@ func BenchmarkWarmClaim(b *testing.B) {
 			var warm atomic.Int64
 			writes, reads := reconciletest.WriteCount(), reconciletest.ReadCount()
 			passes, cpu := sandboxPasses(b), cpuTime()
-			requests := apirequests.Snapshot(b, testcluster.Get(b).Config)
+			requests := apirequests.Take(b, testcluster.Get(b).Config)
 			latency.Run(b, clients, func() time.Duration {
 				s, d := watcher.claim(b, pool.Name)
 				if s != nil && s.Status.LaunchType == v1.LaunchWarm {

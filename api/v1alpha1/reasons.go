@@ -51,6 +51,9 @@ const (
 	ReasonInvalidImage      = "InvalidImage"
 	ReasonDuplicatePortName = "DuplicatePortName"
 	ReasonNodePoolNotFound  = "NodePoolNotFound"
+	// ReasonNodePoolNotReady: the node pool exists but has no RuntimeClass
+	// yet, so the API server would refuse the template's pods.
+	ReasonNodePoolNotReady = "NodePoolNotReady"
 )
 
 // Reasons of a WarmPool.

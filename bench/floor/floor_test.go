@@ -102,7 +102,7 @@ func BenchmarkClaimWrites(b *testing.B) {
 				if sequence.relabel {
 					relabels = &errgroup.Group{}
 				}
-				requests := apirequests.Snapshot(b, cluster.Config)
+				requests := apirequests.Take(b, cluster.Config)
 				start := time.Now()
 				latency.Run(b, clients, func() time.Duration {
 					ns := <-members

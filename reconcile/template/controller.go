@@ -50,8 +50,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.SandboxTemplate{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A pool's status changes with its nodes; only its RuntimeClass
+		// being made or lost, or its stalling, changes what its templates
+		// can start.
 		Watches(&v1.NodePool{}, handler.EnqueueRequestsFromMapFunc(r.templatesOfPool),
-			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool { return false }})).
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				return offerOf(e.ObjectOld) != offerOf(e.ObjectNew)
+			}})).
 		// A check is one status write; with one worker a GitSync of
 		// 10,000 templates waited on them one round trip at a time.
 		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
@@ -121,10 +126,17 @@ func (r *Reconciler) check(ctx context.Context, tpl *v1.SandboxTemplate) outcome
 	return o
 }
 
-// checkNodePool reports a missing node pool as a problem, not an error: the
-// pool may simply not be created yet, and its creation requeues the template.
+// checkNodePool reports a missing node pool, or one without its
+// RuntimeClass yet, as a problem, not an error: the pool may simply not be
+// created yet, or its controller not have reached it (it takes pools one
+// at a time, and a new pool's first pass labels its nodes: ten new pools
+// of a hundred nodes each had their RuntimeClasses after up to 86 s), and
+// either change requeues the template. Until then the API server would
+// refuse the template's pods, so warm pools and sandboxes wait for the
+// template to be Ready instead of failing their builds.
 func (r *Reconciler) checkNodePool(ctx context.Context, name string) (*problem.Problem, error) {
-	err := r.Get(ctx, types.NamespacedName{Name: name}, &v1.NodePool{})
+	pool := &v1.NodePool{}
+	err := r.Get(ctx, types.NamespacedName{Name: name}, pool)
 	if apierrors.IsNotFound(err) {
 		return problem.New(v1.ReasonNodePoolNotFound,
 			"spec.nodePoolRef names NodePool %q, which does not exist; create it or fix the reference", name), nil
@@ -132,7 +144,34 @@ func (r *Reconciler) checkNodePool(ctx context.Context, name string) (*problem.P
 	if err != nil {
 		return nil, fmt.Errorf("failed to get NodePool %s: %w", name, err)
 	}
-	return nil, nil
+	switch {
+	case pool.Status.RuntimeClassName != "":
+		return nil, nil
+	case conditions.IsTrue(pool, v1.StalledCondition):
+		// A RuntimeClass of its name that is not its own: the template
+		// waits for the same change the pool does.
+		return problem.Stall(v1.ReasonNodePoolNotReady, "spec.nodePoolRef names NodePool %q, which cannot make its RuntimeClass: %s",
+			name, conditions.GetMessage(pool, v1.StalledCondition)), nil
+	default:
+		return problem.New(v1.ReasonNodePoolNotReady,
+			"spec.nodePoolRef names NodePool %q, which has no RuntimeClass yet; sandboxes of this template wait for it", name), nil
+	}
+}
+
+// offer is what a NodePool's status tells its templates: the RuntimeClass
+// it made, empty if none yet, and whether it stalled.
+type offer struct {
+	runtimeClass string
+	stalled      bool
+}
+
+// offerOf is a NodePool's offer; anything else offers nothing.
+func offerOf(obj client.Object) offer {
+	pool, ok := obj.(*v1.NodePool)
+	if !ok {
+		return offer{}
+	}
+	return offer{pool.Status.RuntimeClassName, conditions.IsTrue(pool, v1.StalledCondition)}
 }
 
 // setStatus records what the check found: the content hash and the

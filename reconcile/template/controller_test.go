@@ -84,6 +84,10 @@ func TestInvalidTemplatesStallWithAnActionableReason(t *testing.T) {
 	}
 }
 
+// TestMissingNodePoolResolvesWhenCreated checks a template waits, Ready
+// False but not stalled, for its node pool to exist and then to have its
+// RuntimeClass, stalls with the pool when the pool cannot make it, and
+// turns Ready once it has.
 func TestMissingNodePoolResolvesWhenCreated(t *testing.T) {
 	t.Parallel()
 	c := testcluster.Get(t).Client
@@ -100,11 +104,49 @@ func TestMissingNodePoolResolvesWhenCreated(t *testing.T) {
 	if conditions.IsTrue(got, v1.StalledCondition) {
 		t.Errorf("a missing node pool is not a spec error and must not stall")
 	}
-	create(t, c, &v1.NodePool{
+	pool := &v1.NodePool{
 		ObjectMeta: metav1.ObjectMeta{Name: poolName},
 		Spec:       v1.NodePoolSpec{RuntimeHandler: "runsc", NodeSelector: map[string]string{"pool": poolName}},
+	}
+	create(t, c, pool)
+	// No NodePool controller runs here: the pool has no RuntimeClass until
+	// the test writes the status that controller would.
+	got = waitReady(t, c, tpl, metav1.ConditionFalse, v1.ReasonNodePoolNotReady)
+	if msg := conditions.GetMessage(got, v1.ReadyCondition); !strings.Contains(msg, `NodePool "`+poolName+`"`) || !strings.Contains(msg, "RuntimeClass") {
+		t.Errorf("message %q does not say the node pool has no RuntimeClass yet", msg)
+	}
+	if conditions.IsTrue(got, v1.StalledCondition) {
+		t.Errorf("a node pool still making its RuntimeClass is no spec error and must not stall")
+	}
+	// A RuntimeClass of the pool's name that is not its own stalls the
+	// pool, and the template with it.
+	conflict := "RuntimeClass " + poolName + " exists and is not this pool's"
+	setPoolStatus(t, c, pool, func(s *v1.NodePoolStatus) {
+		s.Conditions = []metav1.Condition{{Type: v1.StalledCondition, Status: metav1.ConditionTrue, Reason: v1.ReasonRuntimeClassConflict,
+			Message: conflict, LastTransitionTime: metav1.Now()}}
 	})
+	testcluster.Eventually(t, "the template Stalled with its node pool", func() (bool, string) {
+		got := &v1.SandboxTemplate{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(tpl), got); err != nil {
+			return false, err.Error()
+		}
+		msg := conditions.GetMessage(got, v1.ReadyCondition)
+		return conditions.IsTrue(got, v1.StalledCondition) && conditions.GetReason(got, v1.ReadyCondition) == v1.ReasonNodePoolNotReady &&
+			strings.Contains(msg, conflict), msg
+	})
+	setPoolStatus(t, c, pool, func(s *v1.NodePoolStatus) { s.Conditions, s.RuntimeClassName = nil, poolName })
 	waitReady(t, c, tpl, metav1.ConditionTrue, v1.ReasonValid)
+}
+
+// setPoolStatus writes the status of pool that change makes, as the
+// NodePool controller, which this package does not run, would.
+func setPoolStatus(t *testing.T, c client.Client, pool *v1.NodePool, change func(*v1.NodePoolStatus)) {
+	t.Helper()
+	before := pool.DeepCopy()
+	change(&pool.Status)
+	if err := c.Status().Patch(context.Background(), pool, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestContentHashFollowsWhatShapesASandbox(t *testing.T) {

@@ -3,7 +3,11 @@
 // one client sees that client's requests; a benchmark of a claim also
 // wants those the claim sets off elsewhere (the controller manager's
 // garbage collector reading an owner, a pool's refill, the benchmark's own
-// client), and only the API server sees them all.
+// client), and only the API server sees them all. Beside them it reads the
+// API server's CPU time (process_cpu_seconds_total), which weighs what the
+// requests and the watch events they feed cost it, where a count of them
+// cannot: a claim and its floor may ask the same requests of it and not
+// the same work.
 package apirequests
 
 import (
@@ -15,6 +19,7 @@ import (
 	"strings"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"k8s.io/client-go/kubernetes"
@@ -28,8 +33,16 @@ import (
 // when it ends, and the others are nobody's work on objects.
 type Counts map[string]float64
 
-// Snapshot reads the API server's request counters.
-func Snapshot(tb testing.TB, cfg *rest.Config) Counts {
+// Snapshot is the API server's request counters and CPU time at one
+// moment.
+type Snapshot struct {
+	Requests Counts
+	// CPUSeconds is the API server process's CPU time since it started.
+	CPUSeconds float64
+}
+
+// Take reads the API server's request counters and CPU time.
+func Take(tb testing.TB, cfg *rest.Config) Snapshot {
 	tb.Helper()
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -44,6 +57,15 @@ func Snapshot(tb testing.TB, cfg *rest.Config) Counts {
 	if err != nil {
 		tb.Fatalf("failed to parse the API server's metrics: %v", err)
 	}
+	cpu, ok := families["process_cpu_seconds_total"]
+	if !ok || len(cpu.GetMetric()) != 1 {
+		tb.Fatal("the API server's metrics have no process_cpu_seconds_total")
+	}
+	return Snapshot{Requests: requestCounts(tb, families), CPUSeconds: cpu.GetMetric()[0].GetCounter().GetValue()}
+}
+
+// requestCounts are the requests apiserver_request_total counted.
+func requestCounts(tb testing.TB, families map[string]*dto.MetricFamily) Counts {
 	counts := Counts{}
 	family, ok := families["apiserver_request_total"]
 	if !ok {
@@ -97,11 +119,14 @@ func (c Counts) Per(n int) string {
 	return strings.Join(lines, ", ")
 }
 
-// Report reports the requests answered since before as a benchmark metric,
-// api-requests per op, and logs them by kind.
-func Report(b *testing.B, cfg *rest.Config, before Counts, op string) {
+// Report reports what the API server answered and the CPU it used since
+// before, per op, as the benchmark metrics api-requests/op and
+// apiserver-cpu-ms/op, and logs the requests by kind.
+func Report(b *testing.B, cfg *rest.Config, before Snapshot, op string) {
 	b.Helper()
-	requests := Snapshot(b, cfg).Since(before)
+	now := Take(b, cfg)
+	requests := now.Requests.Since(before.Requests)
 	b.ReportMetric(requests.Total()/float64(b.N), "api-requests/"+op)
+	b.ReportMetric((now.CPUSeconds-before.CPUSeconds)*1000/float64(b.N), "apiserver-cpu-ms/"+op)
 	b.Logf("requests per %s the API server answered, from every client, over %d: %s", op, b.N, requests.Per(b.N))
 }
