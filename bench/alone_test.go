@@ -69,6 +69,11 @@ func startReconciler(b *testing.B, bin string, env []string) (*reconcilerProcess
 		"--health-addr", health, "--pprof-addr", p.pprof, "--egress-gate-image=", "--egress-gateway=", "--zap-log-level=error")
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stderr = os.Stderr
+	// A benchmark killed before its cleanup must not leave a reconciler
+	// running: its kubeconfig names the local cluster's address, which the
+	// next cluster of that name (a test run's) takes over, and a second
+	// reconciler there, without the gateway or the gate, breaks its tests.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	begin := time.Now()
 	if err := p.cmd.Start(); err != nil {
 		b.Fatal(err)
