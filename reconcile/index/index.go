@@ -39,12 +39,14 @@ const BindingSandbox = "metadata.labels.sandbox" // on RoleBinding
 
 // NamespaceWarmPool indexes a warm pool's unclaimed members' namespaces
 // (labelled v1alpha1.MemberAvailable, taken ones among them until their
-// relabel) by the pool they are labelled for: every claim and every pass
-// of a pool looks at its members, and a label selector on the cache would
-// go through every namespace of the cluster each time. A claimed member
-// leaves the index with its relabel, held until claims pause, so a
-// claim's look at its pool grows with the claims of the last seconds at
-// most, not with every sandbox claimed from it before.
+// relabel) by the pool they are labelled for: every pass of a pool looks
+// at its members, and a label selector on the cache would go through
+// every namespace of the cluster each time. A claimed member leaves the
+// index with its relabel, held until claims pause, so a pass's look at
+// its pool grows with the claims of the last seconds at most, not with
+// every sandbox claimed from it before. (A claim reads its pool's
+// members' names from the sandbox controller's own record of them, not
+// from this index: see reconcile/sandbox's availableMembers.)
 const NamespaceWarmPool = "metadata.labels.warm-pool,member=available" // on Namespace
 
 // BindingOfMember and PodOfMember index the bindings and pods labelled for

@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -76,8 +77,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&nodev1.RuntimeClass{}, handler.EnqueueRequestsFromMapFunc(poolOfRuntimeClass)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfNode),
 			builder.WithPredicates(nodeChangedPredicate())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrentReconciles}).
 		Complete(statuspatch.RequeueConflicts(r))
 }
+
+// concurrentReconciles is how many pools are reconciled at once. A new
+// pool's first pass labels each node it selects with a read and a write,
+// and its templates wait for the pool's RuntimeClass, which the status
+// names at the end of that pass: one pass at a time kept ten new pools of
+// a hundred nodes each waiting up to 86 s. Two pools that select the same
+// node may now label it at once; the write is locked to the node's
+// version, so one wins and the other reports the node as a conflict
+// (reconcileNodes).
+const concurrentReconciles = 4
 
 // Reconcile converges one pool. The finalizer is in place before any node
 // is touched. The status is written once, at the end, from what this run

@@ -3,6 +3,7 @@ package nodepool_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -252,6 +253,53 @@ func TestSecondPoolDoesNotStealANode(t *testing.T) {
 	e.deletePool(first)
 	e.member(n, second, runtime)
 	e.poolStatus(second, "Ready once the node is free", ready(metav1.ConditionTrue, v1.ReasonSucceeded, false))
+}
+
+// TestPoolsCreatedAtOnceShareNoNode creates two pools that select the same
+// nodes at once, which the controller reconciles concurrently: each node
+// ends up in one pool, with that pool's taints only, and a pool that did
+// not get every node it selects reports the others as held by the other
+// pool, whichever pass labelled them first.
+func TestPoolsCreatedAtOnceShareNoNode(t *testing.T) {
+	e := setup(t)
+	group := testcluster.Name("grp")
+	var nodes []*corev1.Node
+	for range 6 {
+		nodes = append(nodes, e.node(group))
+	}
+	pools := []*v1.NodePool{e.pool("", spec(group, dedicated)), e.pool("", spec(group, runtime))}
+	taints := map[string]corev1.Taint{pools[0].Name: dedicated, pools[1].Name: runtime}
+
+	held := map[string]int{}
+	for _, n := range nodes {
+		var holder string
+		e.eventually("node "+n.Name+" in one of the pools", func(ctx context.Context) error {
+			got := &corev1.Node{}
+			if err := e.c.Get(ctx, client.ObjectKeyFromObject(n), got); err != nil {
+				return err
+			}
+			holder = got.Labels[v1.LabelNodePool]
+			if _, ok := taints[holder]; !ok {
+				return fmt.Errorf("label %s = %q", v1.LabelNodePool, holder)
+			}
+			return nil
+		})
+		p := pools[slices.IndexFunc(pools, func(p *v1.NodePool) bool { return p.Name == holder })]
+		e.member(n, p, taints[holder])
+		held[holder]++
+	}
+	t.Logf("nodes held: %v", held)
+	for i, p := range pools {
+		other := pools[1-i]
+		if held[p.Name] == len(nodes) {
+			e.poolStatus(p, "Ready with every node", ready(metav1.ConditionTrue, v1.ReasonSucceeded, false))
+			continue
+		}
+		got := e.poolStatus(p, "in conflict", ready(metav1.ConditionFalse, v1.ReasonNodeConflict, true))
+		if msg := conditions.GetMessage(got, v1.ReadyCondition); !strings.Contains(msg, other.Name) {
+			t.Errorf("NodePool %s holds %d of %d nodes; its Ready message %q does not name %s", p.Name, held[p.Name], len(nodes), msg, other.Name)
+		}
+	}
 }
 
 // TestForeignRuntimeClassIsLeftAlone creates a RuntimeClass of the pool's

@@ -180,7 +180,7 @@ func nodeChangedPredicate() predicate.Predicate {
 }
 
 // errNodeTaken means another pool labelled a node between the cached read and
-// the write; the next reconcile reports the conflict.
+// the write: admit reports which, as a conflict.
 var errNodeTaken = errors.New("node was taken by another pool")
 
 // reconcileNodes makes every node the pool selects a member, unless another
@@ -219,7 +219,14 @@ func (r *Reconciler) reconcileNodes(ctx context.Context, pool *v1.NodePool) (*no
 			// The label names a pool that no longer exists (it was
 			// removed without its finalizer running): take the node.
 		}
-		errs = append(errs, r.admit(ctx, pool, node, holder))
+		takenBy, err := r.admit(ctx, pool, node, holder)
+		if takenBy != "" {
+			// Another pool's pass, running at the same time, labelled it
+			// first.
+			report.conflicts = append(report.conflicts, nodeConflict{Node: node.Name, Pool: takenBy})
+			continue
+		}
+		errs = append(errs, err)
 	}
 	return report, errors.Join(errs...)
 }
@@ -266,13 +273,15 @@ func (r *Reconciler) poolExists(ctx context.Context, name string) (bool, error) 
 
 // admit joins node to the pool if the cached copy shows it is not a member
 // yet. holder is the pool label the decision was made on: if the node is
-// found labelled differently when written, someone else got there first.
-func (r *Reconciler) admit(ctx context.Context, pool *v1.NodePool, cached *corev1.Node, holder string) error {
+// found labelled differently when written, another pool got there first,
+// and admit returns its name (takenBy).
+func (r *Reconciler) admit(ctx context.Context, pool *v1.NodePool, cached *corev1.Node, holder string) (takenBy string, err error) {
 	if !join(cached.DeepCopy(), pool) {
-		return nil
+		return "", nil
 	}
 	changed, err := r.patchNode(ctx, cached.Name, func(node *corev1.Node) (bool, error) {
 		if got := node.Labels[v1.LabelNodePool]; got != holder && got != pool.Name {
+			takenBy = got
 			return false, fmt.Errorf("failed to label node %s: %w", node.Name, errNodeTaken)
 		}
 		return join(node, pool), nil
@@ -281,7 +290,7 @@ func (r *Reconciler) admit(ctx context.Context, pool *v1.NodePool, cached *corev
 		r.recorder.Eventf(pool, cached, corev1.EventTypeNormal, "NodeLabelled", "LabelNode",
 			"node %s joined the pool: labelled %s=%s, %d taints", cached.Name, v1.LabelNodePool, pool.Name, len(pool.Spec.Taints))
 	}
-	return err
+	return takenBy, err
 }
 
 // release makes node leave the pool if the cached copy shows it is still a

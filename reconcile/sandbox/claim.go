@@ -175,28 +175,26 @@ func (r *Reconciler) unadoptedClaims(ctx context.Context, name string) ([]unadop
 // (relabel), off the path to Ready. It returns the member as the cache
 // showed it.
 //
-// The members are ranked by name alone and looked at (their binding and
-// pod) in that order only until one can be claimed: a claim's cost does
-// not grow with its pool's size beyond listing and ranking the names.
+// The members are ranked by name alone (availableMembers keeps the names)
+// and looked up (their namespace, binding and pod, in the cache) in that
+// order only until one can be claimed: a claim's cost does not grow with
+// its pool's size beyond ranking the names.
 func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (*corev1.Namespace, error) {
-	namespaces, err := environment.AvailableNamespaces(ctx, r.Client, res.warmPool)
-	if err != nil {
-		return nil, err
-	}
-	recreate := res.warmPool.Spec.UpdateStrategy.Type == v1.RecreateUpdateStrategy
-	candidates := slices.DeleteFunc(namespaces, func(ns *corev1.Namespace) bool {
-		return recreate && ns.Labels[v1.LabelTemplateHash] != res.template.Status.ContentHash
-	})
-	rankForSandbox(candidates, sbx.Name)
+	names := r.available.of(res.warmPool.UID)
+	rankForSandbox(names, sbx.Name)
 	// A sandbox starts cold only when no member could be claimed: a claim
 	// that loses a member to another moves on to the next, which costs one
 	// refused create each, and only claims of other processes the cache
 	// has not shown yet (or a trim) can win a member first.
-	for _, ns := range candidates {
+	for _, name := range names {
+		ns, err := r.availableMember(ctx, res, name)
+		if err != nil {
+			return nil, err
+		}
 		// Members this process claimed stay labelled available while
 		// their relabels are held: they are passed over here, before
 		// their bindings are looked up.
-		if !r.memory.take(ns.Name, sbx.Name) {
+		if ns == nil || !r.memory.take(ns.Name, sbx.Name) {
 			continue
 		}
 		m, binding, err := environment.Inspect(ctx, r.Client, res.warmPool, ns)
@@ -221,32 +219,64 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 			}
 			now = metav1.NewTime(at)
 		}
-		member := ns.DeepCopy()
-		r.memory.claimed(sbx, environment.ClaimedNamespace(member, sbx, now.Time), now.Time, time.Now())
+		r.memory.claimed(sbx, environment.ClaimedNamespace(ns, sbx, now.Time), now.Time, time.Now())
 		sbx.Status.LaunchType, sbx.Status.LaunchMessage, sbx.Status.ClaimedAt = v1.LaunchWarm, "", &now
-		return member, nil
+		return ns, nil
 	}
 	return nil, nil
 }
 
-// rankForSandbox orders the members a sandbox's claim tries by rendezvous
-// hashing of the sandbox's and each member's names. Concurrent claims of
-// different sandboxes then start at different members instead of all
-// racing for the oldest; and two reconcilers claiming for one sandbox at
-// once (two replicas without leader election, a lease handover) start at
-// the same member even when their caches differ by a few, so the loser
-// finds the winner's claim is its own (claimedAnyway) instead of taking a
-// second member, which would be deleted.
-func rankForSandbox(members []*corev1.Namespace, sandbox string) {
-	rank := make(map[string]uint64, len(members))
-	for _, m := range members {
-		h := fnv.New64a()
-		_, _ = h.Write([]byte(sandbox))
-		_, _ = h.Write([]byte{0})
-		_, _ = h.Write([]byte(m.Name))
-		rank[m.Name] = h.Sum64()
+// availableMember is the namespace called name, a copy from the cache,
+// when it is an available member of the sandbox's pool that is not being
+// deleted and, under the Recreate strategy, built from the template as it
+// is; nil otherwise. availableMembers may name a member the cache has
+// since seen claimed or going.
+func (r *Reconciler) availableMember(ctx context.Context, res resolved, name string) (*corev1.Namespace, error) {
+	ns := &corev1.Namespace{}
+	if err := r.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("failed to get member %s of WarmPool %s: %w", name, res.warmPool.Name, err)
 	}
-	slices.SortFunc(members, func(a, b *corev1.Namespace) int { return cmp.Compare(rank[b.Name], rank[a.Name]) })
+	pool := res.warmPool
+	switch {
+	case ns.DeletionTimestamp != nil, ns.Labels[v1.LabelMember] != v1.MemberAvailable,
+		ns.Labels[v1.LabelWarmPool] != pool.Name, !environment.MemberOf(ns, pool):
+		return nil, nil
+	case pool.Spec.UpdateStrategy.Type == v1.RecreateUpdateStrategy && ns.Labels[v1.LabelTemplateHash] != res.template.Status.ContentHash:
+		return nil, nil
+	}
+	return ns, nil
+}
+
+// rankForSandbox orders the names of the members a sandbox's claim tries
+// by rendezvous hashing of the sandbox's and each member's names.
+// Concurrent claims of different sandboxes then start at different
+// members instead of all racing for the oldest; and two reconcilers
+// claiming for one sandbox at once (two replicas without leader election,
+// a lease handover) start at the same member even when their caches
+// differ by a few, so the loser finds the winner's claim is its own
+// (claimedAnyway) instead of taking a second member, which would be
+// deleted.
+func rankForSandbox(members []string, sandbox string) {
+	type ranked struct {
+		rank uint64
+		name string
+	}
+	ranks := make([]ranked, len(members))
+	h := fnv.New64a()
+	key := append([]byte(sandbox), 0)
+	for i, m := range members {
+		key = append(key[:len(sandbox)+1], m...)
+		h.Reset()
+		_, _ = h.Write(key)
+		ranks[i] = ranked{h.Sum64(), m}
+	}
+	slices.SortFunc(ranks, func(a, b ranked) int { return cmp.Compare(b.rank, a.rank) })
+	for i := range ranks {
+		members[i] = ranks[i].name
+	}
 }
 
 // claimedAnyway tells whether the member is the sandbox's although the

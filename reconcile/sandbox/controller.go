@@ -66,8 +66,9 @@ type Reconciler struct {
 	// and endpoints go through; empty when there is none.
 	EgressGateway types.NamespacedName
 
-	memory *memory
-	status *statuspatch.Writer
+	memory    *memory
+	available *availableMembers
+	status    *statuspatch.Writer
 }
 
 // NewReconciler returns a Reconciler with the default blocked ranges.
@@ -78,6 +79,7 @@ func NewReconciler(mgr ctrl.Manager) *Reconciler {
 		recorder:      mgr.GetEventRecorder("sandbox-controller"),
 		BlockedEgress: environment.DefaultBlockedEgress,
 		memory:        newMemory(),
+		available:     newAvailableMembers(),
 		status:        statuspatch.NewWriter(mgr.GetClient()),
 	}
 }
@@ -93,7 +95,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			CreateFunc: func(e event.CreateEvent) bool { r.memory.created.noteCreated(e.Object, time.Now()); return true },
 			DeleteFunc: func(e event.DeleteEvent) bool { r.memory.created.forget(e.Object); return true },
 		})).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(sandboxOfNamespace)).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(sandboxOfNamespace), builder.WithPredicates(r.available.follow())).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.sandboxOfPod)).
 		Watches(&v1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.sandboxesOfTemplate)).
 		// A NetworkPolicy follows the Services its egress goes to.

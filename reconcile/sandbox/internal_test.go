@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
@@ -111,29 +112,89 @@ func TestNamespaceIdentity(t *testing.T) {
 // members, and two views of the pool that differ by members other than a
 // sandbox's first choice agree on it.
 func TestRankForSandbox(t *testing.T) {
-	var pool []*corev1.Namespace
+	var pool []string
 	for i := range 20 {
-		pool = append(pool, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("sandbox-wp-python-%08x", i*7919)}})
+		pool = append(pool, fmt.Sprintf("sandbox-wp-python-%08x", i*7919))
 	}
 	firsts := map[string]bool{}
 	for i := range 40 {
 		sandbox := fmt.Sprintf("burst-%d", i)
 		ranked := slices.Clone(pool)
 		rankForSandbox(ranked, sandbox)
-		first := ranked[0].Name
+		first := ranked[0]
 		firsts[first] = true
 		for drop := 1; drop < len(ranked); drop++ {
 			// Another reconciler's cache, missing one member.
 			view := slices.Delete(slices.Clone(pool), slices.Index(pool, ranked[drop]), slices.Index(pool, ranked[drop])+1)
 			slices.Reverse(view)
 			rankForSandbox(view, sandbox)
-			if view[0].Name != first {
-				t.Fatalf("sandbox %s: first choice %s without %s, %s with it", sandbox, view[0].Name, ranked[drop].Name, first)
+			if view[0] != first {
+				t.Fatalf("sandbox %s: first choice %s without %s, %s with it", sandbox, view[0], ranked[drop], first)
 			}
 		}
 	}
 	if len(firsts) < 10 {
 		t.Errorf("40 sandboxes' claims start at %d of 20 members, want them spread over at least 10", len(firsts))
+	}
+}
+
+// TestAvailableMembersFollowEvents: the names a claim ranks are the
+// namespaces an available member of the pool, by its label or its
+// controller, as environment.MemberOf tells; a member leaves them when it
+// is claimed, starts being deleted or is gone.
+func TestAvailableMembersFollowEvents(t *testing.T) {
+	pool := &v1.WarmPool{ObjectMeta: metav1.ObjectMeta{Name: "python", UID: "pool"}}
+	earlier := &v1.WarmPool{ObjectMeta: metav1.ObjectMeta{Name: "python", UID: "earlier"}}
+	member := func(name string, labels map[string]string, controller *v1.WarmPool) *corev1.Namespace {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1.LabelMember: v1.MemberAvailable}}}
+		maps.Copy(ns.Labels, labels)
+		if controller != nil {
+			ns.OwnerReferences = []metav1.OwnerReference{environment.ControllerRef(v1.KindWarmPool, controller)}
+		}
+		return ns
+	}
+	labelled := member("labelled", map[string]string{v1.LabelWarmPoolUID: "pool"}, nil)
+	owned := member("owned", nil, earlier)
+	both := member("both", map[string]string{v1.LabelWarmPoolUID: "pool"}, earlier)
+	other := member("other", map[string]string{v1.LabelWarmPoolUID: "another"}, nil)
+	a := newAvailableMembers()
+	follow := a.follow()
+	for _, ns := range []*corev1.Namespace{labelled, owned, both, other} {
+		if !follow.Create(event.CreateEvent{Object: ns}) {
+			t.Fatalf("the create of %s was filtered out", ns.Name)
+		}
+	}
+	want := func(uid types.UID, names ...string) {
+		t.Helper()
+		got := a.of(uid)
+		slices.Sort(got)
+		slices.Sort(names)
+		if !slices.Equal(got, names) {
+			t.Errorf("available members of %s = %v, want %v", uid, got, names)
+		}
+		for _, n := range got {
+			ns := map[string]*corev1.Namespace{"labelled": labelled, "owned": owned, "both": both, "other": other}[n]
+			if p := map[types.UID]*v1.WarmPool{"pool": pool, "earlier": earlier}[uid]; p != nil && !environment.MemberOf(ns, p) {
+				t.Errorf("%s is listed for %s, which environment.MemberOf denies", n, uid)
+			}
+		}
+	}
+	want(pool.UID, "labelled", "both")
+	want(earlier.UID, "owned", "both")
+	want("another", "other")
+
+	claimed := labelled.DeepCopy()
+	claimed.Labels[v1.LabelMember] = v1.MemberClaimed
+	follow.Update(event.UpdateEvent{ObjectOld: labelled, ObjectNew: claimed})
+	deleting := both.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	follow.Update(event.UpdateEvent{ObjectOld: both, ObjectNew: deleting})
+	follow.Delete(event.DeleteEvent{Object: other})
+	want(pool.UID)
+	want(earlier.UID, "owned")
+	want("another")
+	if len(a.pools) != 1 {
+		t.Errorf("pools with no available member are kept: %v", a.pools)
 	}
 }
 
