@@ -128,10 +128,10 @@ func (r *Reconciler) check(ctx context.Context, tpl *v1.SandboxTemplate) outcome
 
 // checkNodePool reports a missing node pool, or one without its
 // RuntimeClass yet, as a problem, not an error: the pool may simply not be
-// created yet, or its controller not have reached it (it takes pools one
-// at a time, and a new pool's first pass labels its nodes: ten new pools
-// of a hundred nodes each had their RuntimeClasses after up to 86 s), and
-// either change requeues the template. Until then the API server would
+// created yet, or its controller not have reached it (a new pool's status
+// names its RuntimeClass at the end of its first pass, which labels its
+// nodes: ten new pools of a hundred nodes each, four reconciled at a time,
+// had theirs after up to 65 s), and either change requeues the template. Until then the API server would
 // refuse the template's pods, so warm pools and sandboxes wait for the
 // template to be Ready instead of failing their builds.
 func (r *Reconciler) checkNodePool(ctx context.Context, name string) (*problem.Problem, error) {
