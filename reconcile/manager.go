@@ -52,6 +52,10 @@ type ManagerOptions struct {
 	// has not renewed for RenewDeadline. Zero takes controller-runtime's
 	// defaults (15s, 10s, 2s).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Cache, when set, amends what the informers hold (CacheOptions)
+	// before the manager is built: the test harness keeps objects a
+	// benchmark writes beside the controllers out of their sight with it.
+	Cache func(*cache.Options)
 
 	// leaderLock, when set, is the Lease lock of Run's process-wide
 	// identity.
@@ -71,9 +75,13 @@ func orNil(d time.Duration) *time.Duration {
 // functions.
 func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	shutdown := opts.GracefulShutdownTimeout
+	informers := CacheOptions()
+	if opts.Cache != nil {
+		opts.Cache(&informers)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: kubescheme.Scheme,
-		Cache:  CacheOptions(),
+		Cache:  informers,
 		// Every write the controllers make without a field manager of its
 		// own (status patches, the claim's namespace update) is recorded
 		// under the reconciler's, not under the binary's name.

@@ -4,7 +4,7 @@
 package latency
 
 import (
-	"sort"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -39,14 +39,60 @@ func Run(b *testing.B, clients int, op func() time.Duration) {
 	}
 	wg.Wait()
 	b.StopTimer()
-	sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
-	percentile := func(p float64) float64 {
+	report(b, "", took)
+}
+
+// Paired calls floor and op b.N times each from one client, in pairs, and
+// compares op with floor within each pair. A drift of the cluster's speed
+// over the run, which between two runs can exceed the gap measured, then
+// moves both alike. The order within a pair alternates (floor first, then
+// op first) and each call is followed by settle, so that the work one call
+// leaves behind ends before the next call is timed and lands on neither.
+// It reports op's p50, p95 and p99 in milliseconds, floor's as floor-p50-ms
+// and so on, op's p50 and p99 as a ratio to floor's (x-floor-p50,
+// x-floor-p99), and the median of the pairs' ratios (x-floor-pairs).
+func Paired(b *testing.B, settle time.Duration, floor, op func() time.Duration) {
+	floors, ops := make([]time.Duration, b.N), make([]time.Duration, b.N)
+	timed := func(call func() time.Duration) time.Duration {
+		d := call()
+		time.Sleep(settle)
+		return d
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if i%2 == 0 {
+			floors[i] = timed(floor)
+			ops[i] = timed(op)
+		} else {
+			ops[i] = timed(op)
+			floors[i] = timed(floor)
+		}
+	}
+	b.StopTimer()
+	ratios := make([]float64, b.N)
+	for i := range ratios {
+		ratios[i] = float64(ops[i]) / float64(max(floors[i], 1))
+	}
+	slices.Sort(ratios)
+	opAt, floorAt := report(b, "", ops), report(b, "floor-", floors)
+	b.ReportMetric(opAt(0.50)/floorAt(0.50), "x-floor-p50")
+	b.ReportMetric(opAt(0.99)/floorAt(0.99), "x-floor-p99")
+	b.ReportMetric(ratios[(len(ratios)-1)/2], "x-floor-pairs")
+}
+
+// report sorts took and reports its p50, p95 and p99 in milliseconds as
+// prefix+"p50-ms" and so on. It returns the percentile of took in
+// milliseconds at p in [0, 1].
+func report(b *testing.B, prefix string, took []time.Duration) (at func(p float64) float64) {
+	slices.Sort(took)
+	at = func(p float64) float64 {
 		if len(took) == 0 {
 			return 0
 		}
 		return float64(took[int(p*float64(len(took)-1))].Microseconds()) / 1000
 	}
-	b.ReportMetric(percentile(0.50), "p50-ms")
-	b.ReportMetric(percentile(0.95), "p95-ms")
-	b.ReportMetric(percentile(0.99), "p99-ms")
+	b.ReportMetric(at(0.50), prefix+"p50-ms")
+	b.ReportMetric(at(0.95), prefix+"p95-ms")
+	b.ReportMetric(at(0.99), prefix+"p99-ms")
+	return at
 }

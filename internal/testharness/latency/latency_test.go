@@ -13,14 +13,9 @@ import (
 // from several clients and checks every call ran once and the percentiles
 // are read from the sorted latencies.
 func TestRunReportsPercentiles(t *testing.T) {
-	// testing.Benchmark reads -test.benchtime; 100 calls are enough and
-	// keep the test from growing b.N for a second.
-	benchtime := flag.Lookup("test.benchtime")
-	previous := benchtime.Value.String()
-	if err := benchtime.Value.Set("100x"); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = benchtime.Value.Set(previous) }()
+	// 100 calls are enough and keep the test from growing b.N for a
+	// second.
+	benchtime(t, "100x")
 	var calls atomic.Int64
 	var n int
 	result := testing.Benchmark(func(b *testing.B) {
@@ -39,4 +34,56 @@ func TestRunReportsPercentiles(t *testing.T) {
 			t.Errorf("%s = %v, want %v (b.N = %d)", metric, got, want, n)
 		}
 	}
+}
+
+// TestPairedAlternatesAndCompares runs a floor and an operation that takes
+// three times as long in its i-th pair, and checks they ran in pairs whose
+// order alternates and that every ratio reported is op's over floor's.
+func TestPairedAlternatesAndCompares(t *testing.T) {
+	benchtime(t, "10x")
+	var calls []string
+	var floors, ops int
+	result := testing.Benchmark(func(b *testing.B) {
+		calls, floors, ops = nil, 0, 0
+		latency.Paired(b, 0, func() time.Duration {
+			calls = append(calls, "floor")
+			floors++
+			return time.Duration(floors) * time.Millisecond
+		}, func() time.Duration {
+			calls = append(calls, "op")
+			ops++
+			return 3 * time.Duration(ops) * time.Millisecond
+		})
+	})
+	if floors != 10 || ops != 10 {
+		t.Fatalf("floor ran %d times and op %d for b.N = 10", floors, ops)
+	}
+	for i := 0; i < len(calls); i += 2 {
+		want := []string{"floor", "op"}
+		if i/2%2 == 1 {
+			want = []string{"op", "floor"}
+		}
+		if calls[i] != want[0] || calls[i+1] != want[1] {
+			t.Fatalf("pair %d ran %v, want %v (all: %v)", i/2, calls[i:i+2], want, calls)
+		}
+	}
+	for metric, want := range map[string]float64{
+		"floor-p50-ms": 5, "p50-ms": 15, "floor-p99-ms": 9, "p99-ms": 27,
+		"x-floor-p50": 3, "x-floor-p99": 3, "x-floor-pairs": 3,
+	} {
+		if got := result.Extra[metric]; got != want {
+			t.Errorf("%s = %v, want %v", metric, got, want)
+		}
+	}
+}
+
+// benchtime sets -test.benchtime, which testing.Benchmark reads, until t
+// ends.
+func benchtime(t *testing.T, value string) {
+	flag := flag.Lookup("test.benchtime")
+	previous := flag.Value.String()
+	if err := flag.Value.Set(value); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = flag.Value.Set(previous) })
 }
