@@ -258,8 +258,8 @@ func BenchmarkClaimAgainstFloor(b *testing.B) {
 	if cold.Load() > 0 {
 		b.Errorf("%d of %d claims were not served warm", cold.Load(), b.N)
 	}
-	// A pair's: the floor's four (its three writes and the watch it opens)
-	// and the claim's.
+	// A pair's: the floor's three writes (watches are not counted) and
+	// what the claim set off.
 	apirequests.Report(b, testcluster.Get(b).Config, requests, "pair")
 }
 
