@@ -80,10 +80,10 @@ func TestPairedAlternatesAndCompares(t *testing.T) {
 // benchtime sets -test.benchtime, which testing.Benchmark reads, until t
 // ends.
 func benchtime(t *testing.T, value string) {
-	flag := flag.Lookup("test.benchtime")
-	previous := flag.Value.String()
-	if err := flag.Value.Set(value); err != nil {
+	setting := flag.Lookup("test.benchtime")
+	previous := setting.Value.String()
+	if err := setting.Value.Set(value); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = flag.Value.Set(previous) })
+	t.Cleanup(func() { _ = setting.Value.Set(previous) })
 }
