@@ -42,24 +42,36 @@ func Run(b *testing.B, clients int, op func() time.Duration) {
 	report(b, "", took)
 }
 
-// Paired calls floor and op b.N times each from one client, in pairs, and
-// compares op with floor within each pair. A drift of the cluster's speed
+// Paired calls floor and op b.N times each from one client, in pairs
+// (Pairs), and compares op with floor within each pair. It reports op's
+// p50, p95 and p99 in milliseconds, floor's as floor-p50-ms and so on, op's
+// p50 and p99 as a ratio to floor's (x-floor-p50, x-floor-p99), and the
+// median of the pairs' ratios (x-floor-pairs).
+func Paired(b *testing.B, settle time.Duration, floor, op func() time.Duration) {
+	b.ResetTimer()
+	floors, ops := Pairs(b.N, settle, floor, op)
+	b.StopTimer()
+	pairs := MedianRatio(floors, ops)
+	opAt, floorAt := report(b, "", ops), report(b, "floor-", floors)
+	b.ReportMetric(opAt(0.50)/floorAt(0.50), "x-floor-p50")
+	b.ReportMetric(opAt(0.99)/floorAt(0.99), "x-floor-p99")
+	b.ReportMetric(pairs, "x-floor-pairs")
+}
+
+// Pairs calls floor and op n times each from one client, in pairs, and
+// returns what each call took, by pair. A drift of the cluster's speed
 // over the run, which between two runs can exceed the gap measured, then
 // moves both alike. The order within a pair alternates (floor first, then
 // op first) and each call is followed by settle, so that the work one call
 // leaves behind ends before the next call is timed and lands on neither.
-// It reports op's p50, p95 and p99 in milliseconds, floor's as floor-p50-ms
-// and so on, op's p50 and p99 as a ratio to floor's (x-floor-p50,
-// x-floor-p99), and the median of the pairs' ratios (x-floor-pairs).
-func Paired(b *testing.B, settle time.Duration, floor, op func() time.Duration) {
-	floors, ops := make([]time.Duration, b.N), make([]time.Duration, b.N)
+func Pairs(n int, settle time.Duration, floor, op func() time.Duration) (floors, ops []time.Duration) {
+	floors, ops = make([]time.Duration, n), make([]time.Duration, n)
 	timed := func(call func() time.Duration) time.Duration {
 		d := call()
 		time.Sleep(settle)
 		return d
 	}
-	b.ResetTimer()
-	for i := range b.N {
+	for i := range n {
 		if i%2 == 0 {
 			floors[i] = timed(floor)
 			ops[i] = timed(op)
@@ -68,16 +80,21 @@ func Paired(b *testing.B, settle time.Duration, floor, op func() time.Duration) 
 			floors[i] = timed(floor)
 		}
 	}
-	b.StopTimer()
-	ratios := make([]float64, b.N)
+	return floors, ops
+}
+
+// MedianRatio is the median, over the pairs, of op's time over floor's;
+// floors and ops are by pair, as Pairs returns them.
+func MedianRatio(floors, ops []time.Duration) float64 {
+	if len(ops) == 0 {
+		return 0
+	}
+	ratios := make([]float64, len(ops))
 	for i := range ratios {
 		ratios[i] = float64(ops[i]) / float64(max(floors[i], 1))
 	}
 	slices.Sort(ratios)
-	opAt, floorAt := report(b, "", ops), report(b, "floor-", floors)
-	b.ReportMetric(opAt(0.50)/floorAt(0.50), "x-floor-p50")
-	b.ReportMetric(opAt(0.99)/floorAt(0.99), "x-floor-p99")
-	b.ReportMetric(ratios[(len(ratios)-1)/2], "x-floor-pairs")
+	return ratios[(len(ratios)-1)/2]
 }
 
 // report sorts took and reports its p50, p95 and p99 in milliseconds as
