@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -53,7 +55,7 @@ func (g *Gateway) tunnel(client net.Conn, fromClient *bufio.Reader, upstream net
 	stop := make(chan struct{})
 	revoked := make(chan *refusal, 1)
 	go func() {
-		revoked <- g.guard(rec, addr, stop, func() {
+		revoked <- g.guard(func() *refusal { return g.stillPermitted(rec, addr) }, stop, func(*refusal) {
 			_ = client.Close()
 			_ = upstream.Close()
 		})
@@ -80,12 +82,12 @@ func (g *Gateway) tunnel(client net.Conn, fromClient *bufio.Reader, upstream net
 	return f
 }
 
-// guard checks an open tunnel against its sandbox's rules every
-// g.recheck, so that a host dropped from a template, or a sandbox deleted,
-// ends the tunnels already open too, not only the next ones: the first
-// time the rules no longer allow it, guard cuts it and returns why. It
-// returns nil once stop is closed.
-func (g *Gateway) guard(rec *record, addr netip.Addr, stop <-chan struct{}, cut func()) *refusal {
+// guard checks an open tunnel or request against its sandbox's rules
+// (still) every g.recheck, so that a host dropped from a template, or a
+// sandbox deleted, ends the tunnels and downloads already under way too,
+// not only the next ones: the first time the rules no longer allow it,
+// guard cuts it and returns why. It returns nil once stop is closed.
+func (g *Gateway) guard(still func() *refusal, stop <-chan struct{}, cut func(*refusal)) *refusal {
 	ticker := time.NewTicker(g.recheck)
 	defer ticker.Stop()
 	for {
@@ -93,11 +95,42 @@ func (g *Gateway) guard(rec *record, addr netip.Addr, stop <-chan struct{}, cut 
 		case <-stop:
 			return nil
 		case <-ticker.C:
-			if f := g.stillPermitted(rec, addr); f != nil {
-				cut()
+			if f := still(); f != nil {
+				cut(f)
 				return f
 			}
 		}
+	}
+}
+
+// guarded serves r with serve while guard checks it against still: once
+// the rules no longer allow it, r's context is cancelled with the refusal
+// as its cause, which closes its upstream connection and ends the response
+// where it is, and rec records the refusal. A cut before the answer's
+// header reaches the error handler, which answers with the refusal
+// (refusalOf).
+func (g *Gateway) guarded(r *http.Request, rec *record, still func() *refusal, serve func(*http.Request)) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	stop := make(chan struct{})
+	revoked := make(chan *refusal, 1)
+	go func() {
+		revoked <- g.guard(still, stop, func(f *refusal) { cancel(f) })
+	}()
+	// Deferred: a response cut after its header panics out of
+	// httputil.ReverseProxy (http.ErrAbortHandler).
+	defer func() {
+		close(stop)
+		if f := <-revoked; f != nil {
+			rec.refusal = f
+		}
+	}()
+	serve(r.WithContext(ctx))
+	// An HTTP/2 upstream's answer can end as if whole when the cut closes
+	// its stream; the sandbox must not take what it got for all of it.
+	// (A cut before the header was answered with the refusal instead.)
+	if cut := new(*refusal); rec.refusal == nil && errors.As(context.Cause(ctx), cut) {
+		panic(http.ErrAbortHandler)
 	}
 }
 

@@ -96,17 +96,19 @@ func (g *Gateway) lookup(ctx context.Context, name string) ([]netip.Addr, error)
 	return g.resolver.LookupNetIP(ctx, "ip", name)
 }
 
-// stillPermitted tells whether the client now at the tunnel's source may
-// still be connected to addr for its host and port, as permit decided when
-// the tunnel opened: nil if so, else why not. The name is not resolved
-// again: permit checked the address connected to, and a name pointed
-// elsewhere since does not move an open connection.
+// stillPermitted tells whether the client now at the tunnel's (or
+// forwarded request's) source may still be connected to addr for its host
+// and port, as permit decided when it connected: nil if so, else why not.
+// The name is not resolved again: permit checked the address connected
+// to, and a name pointed elsewhere since does not move an open connection.
 func (g *Gateway) stillPermitted(rec *record, addr netip.Addr) *refusal {
-	target := hostPort(rec.host, rec.port)
+	ended := "the tunnel to " + hostPort(rec.host, rec.port) + " was closed"
+	if rec.kind != kindConnect {
+		ended = "the request to " + hostPort(rec.host, rec.port) + " was cut short"
+	}
 	c, known := g.directory.Client(rec.source)
 	if !known {
-		return refusef(http.StatusForbidden, reasonRevoked,
-			"the tunnel to %s was closed: no sandbox has address %s any more", target, rec.source)
+		return refusef(http.StatusForbidden, reasonRevoked, "%s: no sandbox has address %s any more", ended, rec.source)
 	}
 	if c.Network == nil {
 		c.Network = &v1.Network{}
@@ -119,8 +121,7 @@ func (g *Gateway) stillPermitted(rec *record, addr netip.Addr) *refusal {
 			return nil
 		}
 	}
-	return refusef(http.StatusForbidden, reasonRevoked,
-		"the tunnel to %s was closed: sandbox %s's egress rules no longer allow it", target, c.Sandbox)
+	return refusef(http.StatusForbidden, reasonRevoked, "%s: sandbox %s's egress rules no longer allow it", ended, c.Sandbox)
 }
 
 // connectChecked connects the client to host:port if permit allows it, and
@@ -167,10 +168,11 @@ func (g *Gateway) dialForSandbox(ctx context.Context, _, address string) (net.Co
 	if f != nil {
 		return nil, f
 	}
-	conn, _, f := g.connectChecked(ctx, rec.client, host, port)
+	conn, addr, f := g.connectChecked(ctx, rec.client, host, port)
 	if f != nil {
 		return nil, f
 	}
+	rec.connected.Store(&addr)
 	return conn, nil
 }
 

@@ -3,13 +3,13 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -50,8 +50,8 @@ func (g *Gateway) serveEndpoint(w http.ResponseWriter, r *http.Request, rec *rec
 		},
 		Transport: g.endpointTransport,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			var f *refusal
-			if !errors.As(err, &f) {
+			f := refusalOf(r, err)
+			if f == nil {
 				f = refusef(http.StatusBadGateway, reasonUpstreamFailed, "endpoint %s's upstream %s://%s failed: %v",
 					rt.name, rt.target.Scheme, rt.target.Host, err)
 			}
@@ -61,7 +61,28 @@ func (g *Gateway) serveEndpoint(w http.ResponseWriter, r *http.Request, rec *rec
 	if cred != nil {
 		proxy.Transport = credentialTransport{base: g.endpointTransport, cred: cred}
 	}
-	proxy.ServeHTTP(countingWriter{w, &rec.down}, withCountedBody(r, rec))
+	g.guarded(r, rec, func() *refusal { return g.stillDeclared(rec, rt) }, func(r *http.Request) {
+		proxy.ServeHTTP(countingWriter{w, &rec.down}, withCountedBody(r, rec))
+	})
+}
+
+// stillDeclared tells whether the client now at rec's source still
+// declares the endpoint rt goes to, with the same URL: nil if so, else why
+// not. An endpoint dropped from a template, or its sandbox deleted, ends
+// the answers still streaming from it (a model's, say).
+func (g *Gateway) stillDeclared(rec *record, rt endpointRoute) *refusal {
+	c, known := g.directory.Client(rec.source)
+	if !known {
+		return refusef(http.StatusForbidden, reasonRevoked,
+			"the request to endpoint %s was cut short: no sandbox has address %s any more", rt.name, rec.source)
+	}
+	if c.Network != nil && slices.ContainsFunc(c.Network.Endpoints, func(ep v1.Endpoint) bool {
+		return ep.Name == rt.name && ep.URL == rt.endpoint.URL
+	}) {
+		return nil
+	}
+	return refusef(http.StatusForbidden, reasonRevoked,
+		"the request to endpoint %s was cut short: sandbox %s no longer declares it (or declares it with another URL)", rt.name, c.Sandbox)
 }
 
 // endpointRoute is where an endpoint request goes.

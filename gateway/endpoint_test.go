@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"net/netip"
 	"net/textproto"
 	"sort"
 	"strings"
@@ -255,6 +256,67 @@ func TestEndpointStreamsAsTheUpstreamWrites(t *testing.T) {
 	up.releaseStream()
 	if second := <-events; second != "data: two\n" {
 		t.Errorf("second event %q", second)
+	}
+}
+
+// An endpoint's answer still streaming follows its sandbox's declarations as
+// they change: it ends once the endpoint is no longer declared (or points
+// elsewhere), or the sandbox is gone.
+func TestEndpointCutsStreamsNoLongerDeclared(t *testing.T) {
+	redeclare := func(e *env, edit func(ep v1.Endpoint) (v1.Endpoint, bool)) {
+		c, _ := e.dir.Client(netip.MustParseAddr(alice))
+		var kept []v1.Endpoint
+		for _, ep := range c.Network.Endpoints {
+			if ep, keep := edit(ep); keep {
+				kept = append(kept, ep)
+			}
+		}
+		e.sandbox(alice, "alice", v1.Network{Endpoints: kept})
+	}
+	const cut = "the request to endpoint llm was cut short: "
+	for name, tc := range map[string]struct {
+		change func(e *env)
+		detail string // in the log line of the cut request; "" for one that goes on
+	}{
+		"endpoint dropped": {
+			change: func(e *env) {
+				redeclare(e, func(ep v1.Endpoint) (v1.Endpoint, bool) { return ep, ep.Name != "llm" })
+			},
+			detail: cut + "sandbox alice no longer declares it (or declares it with another URL)",
+		},
+		"endpoint moved": {
+			change: func(e *env) {
+				redeclare(e, func(ep v1.Endpoint) (v1.Endpoint, bool) {
+					if ep.Name == "llm" {
+						ep.URL += "/elsewhere"
+					}
+					return ep, true
+				})
+			},
+			detail: cut + "sandbox alice no longer declares it (or declares it with another URL)",
+		},
+		"sandbox gone": {
+			change: func(e *env) { e.forget(alice) },
+			detail: cut + "no sandbox has address " + alice + " any more",
+		},
+		"another endpoint dropped": {
+			change: func(e *env) {
+				redeclare(e, func(ep v1.Endpoint) (v1.Endpoint, bool) { return ep, ep.Name != "search" })
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, up := endpointWorld(t)
+			resp, err := e.directClient(alice).Get(e.endpointURL("llm", "/stream"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logParts []string
+			if tc.detail != "" {
+				logParts = []string{`"kind"="endpoint"`, `"verdict"="refused"`, `"reason"="revoked"`, `"detail"="` + tc.detail + `"`}
+			}
+			e.followStream(t, resp, func() { tc.change(e) }, up.releaseStream, logParts...)
+		})
 	}
 }
 

@@ -90,6 +90,57 @@ func TestForwardCarriesPlainHTTP(t *testing.T) {
 	}
 }
 
+// A forwarded response still arriving follows its sandbox's rules as they
+// change, as an open tunnel does.
+func TestForwardCutsResponsesTheRulesNoLongerAllow(t *testing.T) {
+	for name, tc := range map[string]struct {
+		change func(w *world, port uint16)
+		detail string // in the log line of the cut request; "" for one that goes on
+	}{
+		"host dropped": {
+			change: func(w *world, port uint16) {
+				w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{hostsRule(port, "plain.example.test")}})
+			},
+			detail: "sandbox alice's egress rules no longer allow it",
+		},
+		"sandbox gone": {
+			change: func(w *world, _ uint16) { w.forget(alice) },
+			detail: "no sandbox has address " + alice + " any more",
+		},
+		"allowed by a cidr rule instead": {
+			change: func(w *world, port uint16) {
+				w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{cidrRule("127.0.0.7/32", port)}})
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t)
+			release := make(chan struct{})
+			port := w.httpUpstream("127.0.0.7", http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+				_, _ = io.WriteString(rw, "one\n")
+				rw.(http.Flusher).Flush()
+				select {
+				case <-release:
+					_, _ = io.WriteString(rw, "two\n")
+				case <-r.Context().Done():
+				}
+			}))
+			w.dns.set("download.example.test", "127.0.0.7")
+			w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{hostsRule(port, "download.example.test")}})
+			resp, err := w.proxyClient(alice).Get(fmt.Sprintf("http://download.example.test:%d/", port))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logParts []string
+			if tc.detail != "" {
+				logParts = []string{`"kind"="http"`, `"verdict"="refused"`, `"reason"="revoked"`,
+					fmt.Sprintf(`"detail"="the request to download.example.test:%d was cut short: %s"`, port, tc.detail)}
+			}
+			w.followStream(t, resp, func() { tc.change(w, port) }, func() { close(release) }, logParts...)
+		})
+	}
+}
+
 func TestForwardRefusals(t *testing.T) {
 	w := newWorld(t)
 	up := startPlainUpstream(w.env)

@@ -74,9 +74,10 @@ type Config struct {
 	Blocked     []netip.Prefix
 	UpstreamTLS *tls.Config   // for endpoints' https upstreams (tests give RootCAs); nil = system roots, always verified
 	DialTimeout time.Duration // default 10s
-	// Recheck is how often an open tunnel is checked against its sandbox's
-	// rules as they are now; one they no longer allow (the host dropped
-	// from the template, the sandbox gone) is closed. Default 10s.
+	// Recheck is how often an open tunnel, or a request whose answer is
+	// still arriving, is checked against its sandbox's rules as they are
+	// now; one they no longer allow (the host or endpoint dropped from the
+	// template, the sandbox gone) is cut. Default 10s.
 	Recheck time.Duration
 	Log     logr.Logger
 	Metrics prometheus.Registerer // optional
@@ -93,7 +94,8 @@ type Gateway struct {
 	blocked   []netip.Prefix
 	// dialTimeout bounds each resolution and each connection attempt.
 	dialTimeout time.Duration
-	// recheck is how often an open tunnel's rules are checked again.
+	// recheck is how often an open tunnel's or request's rules are
+	// checked again.
 	recheck time.Duration
 	// dial opens upstream connections; a field so the tests can reach the
 	// addresses of private ranges on loopback.

@@ -272,6 +272,33 @@ func readBody(t testing.TB, resp *http.Response) string {
 	return string(b)
 }
 
+// followStream reads the first line of a streaming response, makes change,
+// and lets the upstream send the rest (release). With logParts, the
+// gateway must cut the response short once change is made, logging a line
+// with every one of logParts; without, the rest must arrive whole.
+func (e *env) followStream(t *testing.T, resp *http.Response, change, release func(), logParts ...string) {
+	t.Helper()
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	if first, err := r.ReadString('\n'); resp.StatusCode != http.StatusOK || err != nil {
+		t.Fatalf("%s, first line %q: %v", resp.Status, first, err)
+	}
+	change()
+	if len(logParts) == 0 {
+		time.Sleep(300 * time.Millisecond) // several rechecks
+		release()
+		if rest, err := io.ReadAll(r); err != nil || len(rest) == 0 {
+			t.Fatalf("the response its rules still allow was cut: read %q, %v", rest, err)
+		}
+		return
+	}
+	e.logs.waitLine(t, logParts...)
+	release()
+	if rest, err := io.ReadAll(r); err == nil {
+		t.Fatalf("the response ended whole (%q after the first line) after its rules stopped allowing it", rest)
+	}
+}
+
 // eventually waits up to 5s for cond: the gateway logs and counts a
 // request once its handler returns, after the client has its answer.
 func eventually(t testing.TB, what string, cond func() bool) {

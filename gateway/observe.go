@@ -35,6 +35,9 @@ type record struct {
 	host     string
 	port     uint16
 	endpoint string
+	// connected is the address a forwarded request's connection went to,
+	// once dialled: what its rules are checked again against (guarded).
+	connected atomic.Pointer[netip.Addr]
 	// up and down count body (or tunnel) bytes from the sandbox and to
 	// it; a Transport reads request bodies on a goroutine of its own.
 	up, down atomic.Int64
