@@ -194,7 +194,7 @@ func claimLatencies(b *testing.B, w *readyWatcher, floor *claimfloor.Floor) clai
 	// claim once that is done, from a pool as full as the one-client
 	// claims found.
 	waitRefilled(b, pool)
-	out.latencies = [2][]time.Duration{alone, concurrently(20, claimsFrom20, claim)}
+	out.latencies = [2][]time.Duration{alone, latency.Concurrently(20, claimsFrom20, claim)}
 	slices.Sort(out.floor)
 	slices.Sort(out.latencies[0])
 	removePool(b, pool)
@@ -281,30 +281,7 @@ const claimsFrom1, claimsFrom20 = 100, 200
 // latencies runs op claimsFrom1 times from 1 client and claimsFrom20 times
 // from 20 clients, and returns what each took, sorted, by run.
 func latencies(op func() time.Duration) [2][]time.Duration {
-	return [2][]time.Duration{concurrently(1, claimsFrom1, op), concurrently(20, claimsFrom20, op)}
-}
-
-// concurrently runs op n times from clients goroutines and returns what
-// each call took, sorted.
-func concurrently(clients, n int, op func() time.Duration) []time.Duration {
-	var (
-		mu   sync.Mutex
-		g    errgroup.Group
-		took []time.Duration
-	)
-	g.SetLimit(clients)
-	for range n {
-		g.Go(func() error {
-			d := op()
-			mu.Lock()
-			took = append(took, d)
-			mu.Unlock()
-			return nil
-		})
-	}
-	_ = g.Wait()
-	slices.Sort(took)
-	return took
+	return [2][]time.Duration{latency.Concurrently(1, claimsFrom1, op), latency.Concurrently(20, claimsFrom20, op)}
 }
 
 // rest is what the reconciler costs when nothing changes.

@@ -13,18 +13,26 @@ import (
 // Run calls op b.N times from clients goroutines, each call timing itself,
 // and reports the p50, p95 and p99 in milliseconds.
 func Run(b *testing.B, clients int, op func() time.Duration) {
+	b.ResetTimer()
+	took := Concurrently(clients, b.N, op)
+	b.StopTimer()
+	report(b, "", took)
+}
+
+// Concurrently calls op n times from clients goroutines, each call timing
+// itself, and returns the n times in ascending order.
+func Concurrently(clients, n int, op func() time.Duration) []time.Duration {
 	var (
 		mu   sync.Mutex
 		next int
-		took []time.Duration
+		took = make([]time.Duration, 0, n)
 		wg   sync.WaitGroup
 	)
-	b.ResetTimer()
 	for range clients {
 		wg.Go(func() {
 			for {
 				mu.Lock()
-				if next >= b.N {
+				if next >= n {
 					mu.Unlock()
 					return
 				}
@@ -38,8 +46,8 @@ func Run(b *testing.B, clients int, op func() time.Duration) {
 		})
 	}
 	wg.Wait()
-	b.StopTimer()
-	report(b, "", took)
+	slices.Sort(took)
+	return took
 }
 
 // Paired calls floor and op b.N times each from one client, in pairs

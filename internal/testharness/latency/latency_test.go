@@ -2,6 +2,7 @@ package latency_test
 
 import (
 	"flag"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,6 +34,27 @@ func TestRunReportsPercentiles(t *testing.T) {
 		if got := result.Extra[metric]; got != want {
 			t.Errorf("%s = %v, want %v (b.N = %d)", metric, got, want, n)
 		}
+	}
+}
+
+// TestConcurrentlyKeepsToItsClients runs 50 calls from 5 clients and checks
+// that no more than 5 were under way at once, that 5 were at some point, and
+// that the 50 times come back in ascending order.
+func TestConcurrentlyKeepsToItsClients(t *testing.T) {
+	var now, most atomic.Int64
+	took := latency.Concurrently(5, 50, func() time.Duration {
+		in := now.Add(1)
+		for m := most.Load(); in > m && !most.CompareAndSwap(m, in); m = most.Load() {
+		}
+		time.Sleep(2 * time.Millisecond)
+		now.Add(-1)
+		return time.Duration(in) * time.Millisecond
+	})
+	if len(took) != 50 || !slices.IsSorted(took) {
+		t.Fatalf("got %d times, sorted %v: %v", len(took), slices.IsSorted(took), took)
+	}
+	if m := most.Load(); m != 5 {
+		t.Errorf("at most %d calls under way at once, want 5", m)
 	}
 }
 
