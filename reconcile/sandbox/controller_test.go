@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,6 +49,22 @@ func TestColdStartBuildsAnIsolatedSandbox(t *testing.T) {
 		t.Errorf("pod does not follow the template: image %s volumes %+v", pod.Spec.Containers[0].Image, pod.Spec.Volumes)
 	}
 	hasEvent(t, c, sbx, string(v1.SandboxPhaseRunning), "changed by kwok-admin")
+}
+
+// A status changed by hand is the controller's to say: the next pass writes
+// back what it finds, although that is what it last wrote itself.
+func TestStatusEditedByHandIsWrittenBack(t *testing.T) {
+	t.Parallel()
+	c := testcluster.Get(t).Client
+	tpl := newTemplate(t, c, nil)
+	sbx := newSandbox(t, c, tpl, nil)
+	edited := waitCondition(t, c, sbx, metav1.ConditionTrue, v1.ReasonPodReady)
+	edited.Status.Phase = v1.SandboxPhaseFailed
+	conditions.MarkFalse(edited, v1.ReadyCondition, v1.ReasonPodFailed, "edited by hand")
+	if err := c.Status().Update(context.Background(), edited); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, c, sbx, metav1.ConditionTrue, v1.ReasonPodReady)
 }
 
 func TestStopAndStartKeepTheWorkspace(t *testing.T) {

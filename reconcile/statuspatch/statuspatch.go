@@ -10,10 +10,13 @@
 //     requests, and a warm claim's budget (bench/floor) has room for one,
 //     as a GitSync of 10,000 templates has room for one write each.
 //   - Nothing is written when the pass left the status as it found it, nor
-//     when it equals what this process last wrote to the object: a pass
-//     that starts from a cache that has not yet seen that write computes
-//     the same status again, and the repeat would be a wasted write (and,
-//     for a warm claim, a slower one).
+//     when it equals what this process last wrote to the object and the
+//     pass read a copy older than that write: a pass that starts from a
+//     cache that has not yet seen the write computes the same status
+//     again, and the repeat would be a wasted write (and, for a warm claim,
+//     a slower one). A copy as new as the write or newer whose status
+//     differs was changed since by someone else (an edit by hand), and the
+//     status is written again.
 //   - Where a patch of the difference from a stale copy could undo a newer
 //     write, or two reconcilers could each write their own outcome, the
 //     write is conditional on the resourceVersion the pass read
@@ -39,6 +42,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -90,6 +94,8 @@ type Writer struct {
 type writtenStatus struct {
 	uid    types.UID
 	digest [sha256.Size]byte
+	// resourceVersion is the object's after the write.
+	resourceVersion string
 }
 
 // NewWriter returns a Writer that writes through c.
@@ -143,7 +149,7 @@ func (p *Patcher) patch(ctx context.Context, obj client.Object, patch client.Pat
 		return err
 	}
 	key, digest := client.ObjectKeyFromObject(obj), sha256.Sum256(raw)
-	if p.w.wrote(key, obj.GetUID(), digest) {
+	if p.w.wroteSince(key, obj.GetUID(), digest, p.before.GetResourceVersion()) {
 		return nil
 	}
 	if err := p.w.client.Status().Patch(ctx, obj, patch); err != nil {
@@ -154,19 +160,26 @@ func (p *Patcher) patch(ctx context.Context, obj client.Object, patch client.Pat
 		return fmt.Errorf("failed to patch the status of %s: %w", key.Name, err)
 	}
 	p.w.mu.Lock()
-	p.w.written[key] = writtenStatus{uid: obj.GetUID(), digest: digest}
+	p.w.written[key] = writtenStatus{uid: obj.GetUID(), digest: digest, resourceVersion: obj.GetResourceVersion()}
 	p.w.mu.Unlock()
 	p.before = obj.DeepCopyObject().(client.Object)
 	return nil
 }
 
-// wrote reports whether the status of digest is the last one written to
-// the object of uid at key.
-func (w *Writer) wrote(key client.ObjectKey, uid types.UID, digest [sha256.Size]byte) bool {
+// wroteSince reports whether the status of digest is the last one written
+// to the object of uid at key, after the version read (so that read does
+// not show it yet). Versions that do not compare (the resourceVersion is
+// opaque to clients unless the API server's are comparable integers) are
+// taken for a cache not caught up.
+func (w *Writer) wroteSince(key client.ObjectKey, uid types.UID, digest [sha256.Size]byte, read string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	last, ok := w.written[key]
-	return ok && last.uid == uid && last.digest == digest
+	if !ok || last.uid != uid || last.digest != digest {
+		return false
+	}
+	order, err := resourceversion.CompareResourceVersion(read, last.resourceVersion)
+	return err != nil || order < 0
 }
 
 // statusOf is obj's status: every kind of this API keeps it in the field

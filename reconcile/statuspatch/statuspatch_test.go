@@ -70,6 +70,41 @@ func TestPatchWritesOnlyWhatChanged(t *testing.T) {
 	}
 }
 
+// TestPatchRestoresAStatusChangedSince: a status changed by someone else
+// after the Writer's write (an edit by hand) is written back by the next
+// pass that computes the one the Writer wrote, from a copy that shows the
+// edit; the Writer's memory of its write does not hold it back.
+func TestPatchRestoresAStatusChangedSince(t *testing.T) {
+	c, ctx := testcluster.Get(t).Client, context.Background()
+	w := statuspatch.NewWriter(c)
+	tpl := newTemplate(t, c)
+	compute := func(obj *v1.SandboxTemplate) { obj.Status.ContentHash = "computed" }
+
+	p := w.For(tpl)
+	compute(tpl)
+	if err := p.Patch(ctx, tpl); err != nil {
+		t.Fatal(err)
+	}
+	edited := tpl.DeepCopy()
+	edited.Status.ContentHash = "edited by hand"
+	if err := c.Status().Update(ctx, edited); err != nil {
+		t.Fatal(err)
+	}
+
+	p = w.For(edited)
+	compute(edited)
+	if err := p.Patch(ctx, edited); err != nil {
+		t.Fatal(err)
+	}
+	got := &v1.SandboxTemplate{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(tpl), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.ContentHash != "computed" {
+		t.Errorf("the API server has status.contentHash %q, want the computed one written back", got.Status.ContentHash)
+	}
+}
+
 // TestPatchLockedRefusesAStaleCopy: a locked write from a copy older than
 // the object conflicts, and the write after it, from a fresh copy, lands.
 func TestPatchLockedRefusesAStaleCopy(t *testing.T) {
