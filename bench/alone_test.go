@@ -158,20 +158,28 @@ func (p *reconcilerProcess) settle(b *testing.B) {
 	b.Log("the reconciler still busy after 5 minutes; measuring anyway")
 }
 
-// cpu is the CPU time the process used so far, user and system
-// (/proc/PID/stat, in clock ticks of 1/100 s).
+// cpu is the CPU time the process used so far.
 func (p *reconcilerProcess) cpu(b *testing.B) time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	d, err := processCPU(p.cmd.Process.Pid)
 	if err != nil {
 		b.Error(err)
-		return 0
+	}
+	return d
+}
+
+// processCPU is the CPU time process pid used so far, user and system
+// (/proc/PID/stat, in clock ticks of 1/100 s).
+func processCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
 	}
 	// The fields after the command's name, which is in parentheses and may
 	// hold spaces: utime and stime are the 14th and 15th of the line.
 	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
 	utime, _ := strconv.ParseInt(fields[11], 10, 64)
 	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
 // processMemory is what /proc says of the process's memory: its

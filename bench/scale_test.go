@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -118,6 +119,13 @@ func BenchmarkScale(b *testing.B) {
 				b.ReportMetric(float64(s)/float64(e), fmt.Sprintf("claim-p%d-c%d-ratio", int(p*100), clients))
 			}
 		}
+		add(fmt.Sprintf("claims not served warm (of %d)", claimsFrom1+claimsFrom20), strconv.Itoa(emptyClaims.cold), strconv.Itoa(claims.cold), "")
+		add("20 clients' 200 claims: time", ms(emptyClaims.took20), ms(claims.took20), ratio(float64(claims.took20), float64(emptyClaims.took20)))
+		for _, name := range append([]string{benchmarkName}, clusterProcesses...) {
+			e, s := emptyClaims.cpu20[name], claims.cpu20[name]
+			add("CPU of "+name+": at rest (30 s); while 20 clients claimed 200",
+				ms(emptyRest.cpu[name])+"; "+ms(e), ms(rest.cpu[name])+"; "+ms(s), ratio(float64(s), float64(e)))
+		}
 		add("warm claim ÷ its floor, 1 client: the median of the pairs' ratios",
 			fmt.Sprintf("%.3f", emptyClaims.perFloor), fmt.Sprintf("%.3f", claims.perFloor), ratio(claims.perFloor, emptyClaims.perFloor))
 		b.ReportMetric(claims.perFloor/emptyClaims.perFloor, "claim-per-floor-c1-ratio")
@@ -180,8 +188,12 @@ func BenchmarkScale(b *testing.B) {
 // claims see.)
 func claimLatencies(b *testing.B, w *readyWatcher, floor *claimfloor.Floor) claims {
 	pool := fullPool(b, int32(claimsFrom1+claimsFrom20))
+	var cold atomic.Int64
 	claim := func() time.Duration {
-		_, took := w.claim(b, pool.Name)
+		s, took := w.claim(b, pool.Name)
+		if s != nil && s.Status.LaunchType != v1.LaunchWarm {
+			cold.Add(1)
+		}
 		return took
 	}
 	members := floor.Members(b, claimsFrom1)
@@ -194,7 +206,10 @@ func claimLatencies(b *testing.B, w *readyWatcher, floor *claimfloor.Floor) clai
 	// claim once that is done, from a pool as full as the one-client
 	// claims found.
 	waitRefilled(b, pool)
+	cpu, start := clusterCPU(b), time.Now()
 	out.latencies = [2][]time.Duration{alone, latency.Concurrently(20, claimsFrom20, claim)}
+	out.took20, out.cpu20 = time.Since(start), since(b, cpu)
+	out.cold = int(cold.Load())
 	slices.Sort(out.floor)
 	slices.Sort(out.latencies[0])
 	removePool(b, pool)
@@ -210,6 +225,56 @@ type claims struct {
 	floor []time.Duration
 	// perFloor is the median of those pairs' ratios, claim to floor.
 	perFloor float64
+	// took20 is how long the twenty clients took for their claims, and
+	// cpu20 the CPU each of the cluster's processes and this one used
+	// meanwhile.
+	took20 time.Duration
+	cpu20  map[string]time.Duration
+	// cold is how many of the claims a member did not serve.
+	cold int
+}
+
+// clusterProcesses are the local cluster's processes, by their names in
+// /proc (cut to 15 bytes), whose CPU beside the claims the table shows.
+var clusterProcesses = []string{"kube-apiserver", "etcd", "kube-scheduler", "kube-controller", "kwok-controller"}
+
+// benchmarkName names this process's CPU in claims.cpu20 and rest.cpu:
+// the in-process reconciler, its informers, the benchmark's watch and
+// clients.
+const benchmarkName = "this process (reconciler, clients)"
+
+// clusterCPU is the CPU time used so far by each of clusterProcesses
+// running on this machine, and by this process.
+func clusterCPU(b *testing.B) map[string]time.Duration {
+	out := map[string]time.Duration{benchmarkName: cpuTime()}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		name := strings.TrimSpace(string(comm))
+		if err != nil || !slices.Contains(clusterProcesses, name) {
+			continue
+		}
+		if d, err := processCPU(pid); err == nil {
+			out[name] += d
+		}
+	}
+	return out
+}
+
+// since is the CPU each process used since clusterCPU read before.
+func since(b *testing.B, before map[string]time.Duration) map[string]time.Duration {
+	now := clusterCPU(b)
+	for name, d := range before {
+		now[name] -= d
+	}
+	return now
 }
 
 // waitRefilled waits until pool, whose members were just claimed, is full
@@ -288,15 +353,18 @@ func latencies(op func() time.Duration) [2][]time.Duration {
 type rest struct {
 	writes, reads int
 	heap, rss     uint64
+	// cpu is what the cluster's processes and this one used over the 30 s:
+	// the load the claims measured next run beside.
+	cpu map[string]time.Duration
 }
 
 // atRest waits for the controllers to settle, then counts their API
 // requests over 30 s, and reads the heap after a collection.
 func atRest(b *testing.B) rest {
 	time.Sleep(10 * time.Second)
-	reads, writes := reconciletest.ReadCount(), reconciletest.WriteCount()
+	reads, writes, cpu := reconciletest.ReadCount(), reconciletest.WriteCount(), clusterCPU(b)
 	time.Sleep(30 * time.Second)
-	r := rest{reads: reconciletest.ReadCount() - reads, writes: reconciletest.WriteCount() - writes}
+	r := rest{reads: reconciletest.ReadCount() - reads, writes: reconciletest.WriteCount() - writes, cpu: since(b, cpu)}
 	// The target is none: any that come are named, to be explained.
 	for _, w := range reconciletest.Writes(writes, func(reconciletest.Write) bool { return true }) {
 		b.Logf("a write at rest: %s %s", w.Method, w.Path)
