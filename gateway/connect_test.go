@@ -423,15 +423,20 @@ func TestConnectDoesNotWaitForClientToSpeakFirst(t *testing.T) {
 	w.logs.waitLine(t, `"host"="smtp.example.test"`, `"bytesUp"=0 "bytesDown"=11`)
 }
 
-// An open tunnel follows its sandbox's rules as they change: it stays
-// while they still allow its address (by a hosts rule or, after a change,
-// a cidr rule), and is closed once they do not, or once no sandbox has its
-// source address.
-func TestConnectClosesTunnelsTheRulesNoLongerAllow(t *testing.T) {
-	for name, tc := range map[string]struct {
-		change func(w *world, port uint16)
-		detail string // in the log line of the closed tunnel; "" for a tunnel that stays
-	}{
+// ruleChange is a change of sandbox alice's rules while it is connected to
+// an upstream at port, and the end of the detail the gateway logs as it
+// cuts the connection ("" where the rules still allow it).
+type ruleChange struct {
+	change func(w *world, port uint16)
+	detail string
+}
+
+// ruleChanges are the changes of rules that allowed alice host (at ip) by
+// a hosts rule which an open tunnel or response follows: it stays while
+// they still allow its address (after the change, by a cidr rule), and is
+// cut once they do not, or once no sandbox has its source address.
+func ruleChanges(host, ip string) map[string]ruleChange {
+	return map[string]ruleChange{
 		"host dropped": {
 			change: func(w *world, port uint16) {
 				w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{hostsRule(port, "api.example.test")}})
@@ -440,7 +445,7 @@ func TestConnectClosesTunnelsTheRulesNoLongerAllow(t *testing.T) {
 		},
 		"port dropped": {
 			change: func(w *world, port uint16) {
-				w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{hostsRule(port+1, "echo.example.test")}})
+				w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{hostsRule(port+1, host)}})
 			},
 			detail: "sandbox alice's egress rules no longer allow it",
 		},
@@ -450,10 +455,15 @@ func TestConnectClosesTunnelsTheRulesNoLongerAllow(t *testing.T) {
 		},
 		"allowed by a cidr rule instead": {
 			change: func(w *world, port uint16) {
-				w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{{CIDR: "127.0.0.7/32", Ports: []v1.NetworkPort{{Port: int32(port)}}}}})
+				w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{cidrRule(ip+"/32", port)}})
 			},
 		},
-	} {
+	}
+}
+
+// An open tunnel follows its sandbox's rules as they change (ruleChanges).
+func TestConnectClosesTunnelsTheRulesNoLongerAllow(t *testing.T) {
+	for name, tc := range ruleChanges("echo.example.test", "127.0.0.7") {
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t)
 			port := serveRaw(t, "127.0.0.7", func(conn net.Conn) { _, _ = io.Copy(conn, conn) })

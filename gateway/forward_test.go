@@ -91,28 +91,9 @@ func TestForwardCarriesPlainHTTP(t *testing.T) {
 }
 
 // A forwarded response still arriving follows its sandbox's rules as they
-// change, as an open tunnel does.
+// change, as an open tunnel does (ruleChanges).
 func TestForwardCutsResponsesTheRulesNoLongerAllow(t *testing.T) {
-	for name, tc := range map[string]struct {
-		change func(w *world, port uint16)
-		detail string // in the log line of the cut request; "" for one that goes on
-	}{
-		"host dropped": {
-			change: func(w *world, port uint16) {
-				w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{hostsRule(port, "plain.example.test")}})
-			},
-			detail: "sandbox alice's egress rules no longer allow it",
-		},
-		"sandbox gone": {
-			change: func(w *world, _ uint16) { w.forget(alice) },
-			detail: "no sandbox has address " + alice + " any more",
-		},
-		"allowed by a cidr rule instead": {
-			change: func(w *world, port uint16) {
-				w.sandbox(alice, "alice", v1.Network{Egress: []v1.EgressRule{cidrRule("127.0.0.7/32", port)}})
-			},
-		},
-	} {
+	for name, tc := range ruleChanges("download.example.test", "127.0.0.7") {
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t)
 			release := make(chan struct{})
