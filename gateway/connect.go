@@ -129,9 +129,20 @@ func (g *Gateway) guarded(r *http.Request, rec *record, still func() *refusal, s
 	// An HTTP/2 upstream's answer can end as if whole when the cut closes
 	// its stream; the sandbox must not take what it got for all of it.
 	// (A cut before the header was answered with the refusal instead.)
-	if cut := new(*refusal); rec.refusal == nil && errors.As(context.Cause(ctx), cut) {
+	var cut *refusal
+	if rec.refusal == nil && errors.As(context.Cause(ctx), &cut) {
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// refusalOf is the refusal err is, or the one that cut r short (guarded);
+// nil if neither.
+func refusalOf(r *http.Request, err error) *refusal {
+	var f *refusal
+	if errors.As(err, &f) || errors.As(context.Cause(r.Context()), &f) {
+		return f
+	}
+	return nil
 }
 
 // copyUp carries the sandbox's bytes to the upstream. A TLS ClientHello is

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 )
@@ -48,14 +47,4 @@ func (g *Gateway) forwardError(w http.ResponseWriter, r *http.Request, err error
 		f = refusef(http.StatusBadGateway, reasonUpstreamFailed, "the request to %s failed: %v", hostPort(rec.host, rec.port), err)
 	}
 	g.refuse(w, r, rec, f)
-}
-
-// refusalOf is the refusal err is, or the one that cut r short (guarded);
-// nil if neither.
-func refusalOf(r *http.Request, err error) *refusal {
-	var f *refusal
-	if errors.As(err, &f) || errors.As(context.Cause(r.Context()), &f) {
-		return f
-	}
-	return nil
 }
