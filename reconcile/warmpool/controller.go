@@ -68,10 +68,10 @@ const memberBatch = time.Second
 // replicas in place.
 const claimQuiet = time.Second
 
-// burstClaims claims within claimQuiet make a burst. Fewer are an agent
-// claiming one sandbox after another, the common case: each claimed member
-// is replaced at once, which costs the API server a few writes a second,
-// so that the next claim finds a member too.
+// burstClaims claims within claimQuiet begin a burst (claimRun). Fewer are
+// an agent claiming one sandbox after another, the common case: each
+// claimed member is replaced at once, which costs the API server a few
+// writes a second, so that the next claim finds a member too.
 const burstClaims = 3
 
 // memberPrefix starts every member namespace name, so they are told apart
@@ -248,7 +248,7 @@ func (r *Reconciler) memberEvents() handler.EventHandler {
 			if _, binding := e.Object.(*rbacv1.RoleBinding); binding && !e.IsInInitialList && e.Object.GetLabels()[v1.LabelMember] == v1.MemberClaimed {
 				pool, now := e.Object.GetLabels()[v1.LabelWarmPool], time.Now()
 				r.memory.claimed(pool, e.Object.GetNamespace(), now)
-				if !inBurst(r.memory.recentClaims(pool), now) {
+				if !r.memory.recentClaims(pool).inBurst(now) {
 					// A claim on its own: nothing to batch it with, and
 					// the next claim may come within the second.
 					q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: pool}})

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -83,26 +84,55 @@ func memberName(pool string) string {
 }
 
 // topUp decides how many of a pool's missing members to build now, given
-// the members it has (built or being built) and the times of its last
-// claims (oldest first, at most burstClaims), and how long until it looks
-// again: all of them unless burstClaims claims came within the last
-// claimQuiet; during such a burst, only enough to keep a quarter of want,
-// and the rest once claims pause for claimQuiet.
-func topUp(claims []time.Time, have, missing, want int, now time.Time) (build int, wait time.Duration) {
-	if !inBurst(claims, now) {
+// the members it has (built or being built) and its last claims, and how
+// long until it looks again: all of them unless the claims are a burst
+// still going on; during one, only enough to keep a quarter of want, and
+// the rest once claims pause for claimQuiet.
+func topUp(claims claimRun, have, missing, want int, now time.Time) (build int, wait time.Duration) {
+	if !claims.inBurst(now) {
 		return missing, 0
 	}
-	if wait = claimQuiet - now.Sub(claims[len(claims)-1]); wait <= 0 {
+	if wait = claimQuiet - now.Sub(claims.last()); wait <= 0 {
 		return missing, 0
 	}
 	quarter := (want + 3) / 4
 	return min(missing, max(0, quarter-have)), wait
 }
 
-// inBurst tells whether the last claims (oldest first, at most
-// burstClaims) are a burst: burstClaims of them within claimQuiet of now.
-func inBurst(claims []time.Time, now time.Time) bool {
-	return len(claims) >= burstClaims && now.Sub(claims[0]) <= claimQuiet
+// claimRun is what a pool remembers of its last claims: their times
+// (oldest first, at most burstClaims) and whether they are a burst. A
+// burst begins with burstClaims claims within claimQuiet and goes on while
+// each claim comes within claimQuiet of the one before, so claims that
+// reach the controller unevenly (a busy API server delivers them in
+// clumps) do not end it halfway; it ends once claims pause for claimQuiet.
+type claimRun struct {
+	times []time.Time
+	burst bool
+}
+
+// add returns the run with one more claim, made at at.
+func (c claimRun) add(at time.Time) claimRun {
+	goesOn := c.inBurst(at)
+	times := append(slices.Clone(c.times), at)
+	if len(times) > burstClaims {
+		times = times[len(times)-burstClaims:]
+	}
+	begins := len(times) == burstClaims && at.Sub(times[0]) <= claimQuiet
+	return claimRun{times: times, burst: goesOn || begins}
+}
+
+// inBurst tells whether the claims are a burst that has not paused for
+// claimQuiet by now.
+func (c claimRun) inBurst(now time.Time) bool {
+	return c.burst && now.Sub(c.last()) <= claimQuiet
+}
+
+// last is the time of the last claim; the zero time when there was none.
+func (c claimRun) last() time.Time {
+	if len(c.times) == 0 {
+		return time.Time{}
+	}
+	return c.times[len(c.times)-1]
 }
 
 // trim deletes the members plan dropped (takeAndDelete) and counts them

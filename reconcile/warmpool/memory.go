@@ -1,7 +1,6 @@
 package warmpool
 
 import (
-	"slices"
 	"sync"
 	"time"
 
@@ -31,8 +30,8 @@ type memory struct {
 type poolMemory struct {
 	// building holds, by member, when its build started.
 	building map[string]time.Time
-	// claims are the times of the last burstClaims claims, oldest first.
-	claims []time.Time
+	// claims is what the pool remembers of its last claims.
+	claims claimRun
 }
 
 // expectationTTL forgets a build the cache never showed complete (the
@@ -104,21 +103,18 @@ func (m *memory) claimed(pool, member string, at time.Time) {
 	defer m.mu.Unlock()
 	p := m.of(pool)
 	delete(p.building, member)
-	p.claims = append(p.claims, at)
-	if len(p.claims) > burstClaims {
-		p.claims = p.claims[len(p.claims)-burstClaims:]
-	}
+	p.claims = p.claims.add(at)
 }
 
-// recentClaims returns the times of the pool's last claims, oldest first
-// and at most burstClaims of them; none when this process has not seen one.
-func (m *memory) recentClaims(pool string) []time.Time {
+// recentClaims returns what the pool remembers of its last claims; no
+// claim when this process has not seen one.
+func (m *memory) recentClaims(pool string) claimRun {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if p := m.pools[pool]; p != nil {
-		return slices.Clone(p.claims)
+		return p.claims
 	}
-	return nil
+	return claimRun{}
 }
 
 // forget drops what is remembered of a pool that is gone.
