@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/apirequests"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/claimfloor"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/latency"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
@@ -93,6 +94,9 @@ func BenchmarkScale(b *testing.B) {
 		writeHeapProfile(b)
 		add("API writes at rest (30 s)", fmt.Sprint(emptyRest.writes), fmt.Sprint(rest.writes), "")
 		add("API reads at rest (30 s)", fmt.Sprint(emptyRest.reads), fmt.Sprint(rest.reads), "")
+		add("the API server's answers at rest, every client (30 s): total; the most asked",
+			fmt.Sprintf("%.0f; %s", emptyRest.served.Total(), emptyRest.served.Top(5)), fmt.Sprintf("%.0f; %s", rest.served.Total(), rest.served.Top(5)),
+			ratio(rest.served.Total(), emptyRest.served.Total()))
 		add("heap in use at rest", mib(emptyRest.heap), mib(rest.heap), ratio(float64(rest.heap), float64(emptyRest.heap)))
 		add("process RSS at rest (reconciler and benchmark)", "", mib(rest.rss), "")
 		var cached uint64
@@ -356,15 +360,21 @@ type rest struct {
 	// cpu is what the cluster's processes and this one used over the 30 s:
 	// the load the claims measured next run beside.
 	cpu map[string]time.Duration
+	// served is what the API server answered over the 30 s, from every
+	// client (the node leases kwok renews, the controller manager's
+	// resyncs): what that load is spent on.
+	served apirequests.Counts
 }
 
 // atRest waits for the controllers to settle, then counts their API
 // requests over 30 s, and reads the heap after a collection.
 func atRest(b *testing.B) rest {
 	time.Sleep(10 * time.Second)
-	reads, writes, cpu := reconciletest.ReadCount(), reconciletest.WriteCount(), clusterCPU(b)
+	cfg := testcluster.Get(b).Config
+	reads, writes, cpu, served := reconciletest.ReadCount(), reconciletest.WriteCount(), clusterCPU(b), apirequests.Take(b, cfg)
 	time.Sleep(30 * time.Second)
-	r := rest{reads: reconciletest.ReadCount() - reads, writes: reconciletest.WriteCount() - writes, cpu: since(b, cpu)}
+	r := rest{reads: reconciletest.ReadCount() - reads, writes: reconciletest.WriteCount() - writes, cpu: since(b, cpu),
+		served: apirequests.Take(b, cfg).Requests.Since(served.Requests)}
 	// The target is none: any that come are named, to be explained.
 	for _, w := range reconciletest.Writes(writes, func(reconciletest.Write) bool { return true }) {
 		b.Logf("a write at rest: %s %s", w.Method, w.Path)

@@ -12,6 +12,7 @@ package apirequests
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -117,6 +118,22 @@ func (c Counts) Per(n int) string {
 		lines = append(lines, fmt.Sprintf("%s %.2f", key, c[key]/float64(n)))
 	}
 	return strings.Join(lines, ", ")
+}
+
+// Top is the n largest counts, largest first, as "VERB resource 12" separated
+// by commas.
+func (c Counts) Top(n int) string {
+	keys := slices.SortedFunc(maps.Keys(c), func(a, b string) int {
+		if c[a] != c[b] {
+			return cmp.Compare(c[b], c[a])
+		}
+		return strings.Compare(a, b)
+	})
+	var out []string
+	for _, key := range keys[:min(n, len(keys))] {
+		out = append(out, fmt.Sprintf("%s %.0f", key, c[key]))
+	}
+	return strings.Join(out, ", ")
 }
 
 // Report reports what the API server answered and the CPU it used since

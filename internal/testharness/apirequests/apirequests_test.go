@@ -17,3 +17,13 @@ func TestSinceKeepsWhatWasAnswered(t *testing.T) {
 		t.Errorf("Per(20) = %q, want %q", per, want)
 	}
 }
+
+func TestTopIsTheLargestFirst(t *testing.T) {
+	c := Counts{"PUT leases": 720, "PATCH nodes/status": 300, "GET namespaces": 12, "PUT resourcequotas/status": 300}
+	if got, want := c.Top(3), "PUT leases 720, PATCH nodes/status 300, PUT resourcequotas/status 300"; got != want {
+		t.Errorf("Top(3) = %q, want %q", got, want)
+	}
+	if got := (Counts{}).Top(3); got != "" {
+		t.Errorf("Top of none = %q", got)
+	}
+}
