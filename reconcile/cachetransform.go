@@ -199,11 +199,12 @@ func internMetadata(obj metav1.Object, alike *shared[map[string]string]) {
 // repeatedValues are the label and annotation keys whose values are alike
 // across many objects: who manages them, the template, pool (name and
 // UID), member state and template hash of a sandbox's objects, its owner
-// (label and annotation have one key), a node's pool, a GitSync's name.
-// The pod security labels (podSecurityLabels) are too.
+// (label and annotation have one key), a node's pool, a GitSync's name,
+// the egress gateway's address on a pod. The pod security labels
+// (podSecurityLabels) are too.
 var repeatedValues = map[string]bool{
 	v1.LabelManagedBy: true, v1.LabelTemplate: true, v1.LabelWarmPool: true, v1.LabelWarmPoolUID: true, v1.LabelMember: true,
-	v1.LabelTemplateHash: true, v1.LabelOwner: true, v1.LabelNodePool: true, v1.LabelGitSync: true,
+	v1.LabelTemplateHash: true, v1.LabelOwner: true, v1.LabelNodePool: true, v1.LabelGitSync: true, v1.AnnotationEgressGateway: true,
 }
 
 // podSecurityLabels is the prefix of the labels that set a namespace's pod

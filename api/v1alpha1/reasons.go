@@ -117,6 +117,11 @@ const (
 	// and the kubelet keeps failing to start it (a runtime handler the
 	// node lacks, a volume it cannot mount); the message is the kubelet's.
 	ReasonPodNotStarting = "PodNotStarting"
+	// ReasonEgressGatewayMoved (a Warning event): the egress gateway's
+	// Service answers at another address than the sandbox's processes were
+	// given when its pod started, so their egress by name fails until the
+	// sandbox is stopped and started again (its workspace kept).
+	ReasonEgressGatewayMoved = "EgressGatewayMoved"
 	// ReasonPolicyNotEnforced: the pod's egress gate (the init container
 	// that runs before the sandbox's own processes) found what the
 	// NetworkPolicy denies still reachable after its timeout: the cluster

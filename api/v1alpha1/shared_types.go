@@ -112,6 +112,13 @@ const (
 	// RoleBinding, then its namespace) when the claim happened, written by
 	// the claim itself at no extra cost.
 	AnnotationClaimedAt = "agentsandbox.dev/claimed-at"
+	// AnnotationEgressGateway records on a sandbox's pod the egress
+	// gateway address its processes were given in their proxy variables
+	// (the gateway Service's cluster IP and port), fixed when the pod was
+	// made. When the Service is recreated with another address, a warm
+	// member given the old one is replaced and not handed out, and a
+	// running sandbox gets a Warning event (EgressGatewayMoved).
+	AnnotationEgressGateway = "agentsandbox.dev/egress-gateway"
 	// AnnotationLastActivity is the clients' coarse record of a sandbox's
 	// last use (RFC 3339, UTC), written by its owner's client at most once
 	// per quarter of the idle timeout (and never more than once a second)

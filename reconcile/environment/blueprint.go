@@ -359,6 +359,9 @@ func (b Blueprint) Pod() *corev1.Pod {
 	if b.nodePool != nil {
 		pod.Spec.RuntimeClassName = ptr.To(b.nodePool.Name)
 	}
+	if b.egress.Gateway != nil {
+		pod.Annotations = map[string]string{v1.AnnotationEgressGateway: b.egress.gatewayURL()}
+	}
 	return pod
 }
 

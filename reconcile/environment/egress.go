@@ -205,6 +205,20 @@ func (e Egress) gatewayURL() string {
 	return "http://" + net.JoinHostPort(e.Gateway.Spec.ClusterIP, strconv.Itoa(int(e.Gateway.Spec.Ports[0].Port)))
 }
 
+// GatewayMoved tells whether pod's processes were given another address
+// for the egress gateway (v1.AnnotationEgressGateway) than its Service
+// has now, the one they were given and the current one: their egress by
+// name then fails. A pod that goes around the gateway, or was made before
+// pods recorded the address, has not moved.
+func (e Egress) GatewayMoved(pod *corev1.Pod) (given, current string, moved bool) {
+	if pod == nil || e.Gateway == nil {
+		return "", "", false
+	}
+	given, recorded := pod.Annotations[v1.AnnotationEgressGateway]
+	current = e.gatewayURL()
+	return given, current, recorded && given != current
+}
+
 // podEnv is what the sandbox's processes need to go through the gateway:
 // the proxy variables, what bypasses it (the gateway itself, loopback, the
 // cidr rules and the Services, which the policy allows directly) and each

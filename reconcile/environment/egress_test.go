@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -27,6 +28,35 @@ func TestPodEnvLeavesTheTemplatesOwnVariables(t *testing.T) {
 	}
 	if got := (Egress{}).podEnv(n, nil); got != nil {
 		t.Errorf("without a gateway the pod gets %v", got)
+	}
+}
+
+func TestGatewayMovedReadsTheAddressThePodWasGiven(t *testing.T) {
+	gateway := &corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.9", Ports: []corev1.ServicePort{{Port: 3128}}}}
+	given := func(address string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{v1.AnnotationEgressGateway: address}}}
+	}
+	for _, tt := range []struct {
+		name   string
+		egress Egress
+		pod    *corev1.Pod
+		moved  bool
+	}{
+		{"the address it has", Egress{Gateway: gateway}, given("http://10.96.0.9:3128"), false},
+		{"an earlier address", Egress{Gateway: gateway}, given("http://10.96.0.4:3128"), true},
+		{"no address recorded", Egress{Gateway: gateway}, &corev1.Pod{}, false},
+		{"no pod yet", Egress{Gateway: gateway}, nil, false},
+		{"the template no longer goes through the gateway", Egress{}, given("http://10.96.0.4:3128"), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, _, moved := tt.egress.GatewayMoved(tt.pod); moved != tt.moved {
+				t.Errorf("GatewayMoved = %v, want %v", moved, tt.moved)
+			}
+		})
+	}
+	pod := Blueprint{egress: Egress{Gateway: gateway}, template: &v1.SandboxTemplate{}}.Pod()
+	if got := pod.Annotations[v1.AnnotationEgressGateway]; got != "http://10.96.0.9:3128" {
+		t.Errorf("a pod made now records %q", got)
 	}
 }
 

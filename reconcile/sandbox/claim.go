@@ -202,7 +202,9 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 			r.memory.release(ns.Name)
 			return nil, err
 		}
-		if binding != nil || !m.Ready {
+		if _, _, moved := res.egress.GatewayMoved(m.Pod); binding != nil || !m.Ready || moved {
+			// A member given an old gateway address is the pool's to
+			// replace; handed out, its egress by name would fail.
 			r.memory.release(ns.Name)
 			continue
 		}

@@ -298,9 +298,23 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) outcome {
 		return o
 	}
 	o.namespace = namespace
+	r.warnIfGatewayMoved(sbx, pod, res.egress)
 	o.observed = &observed{desired: desired, pod: pod, expired: expired, idle: idle, wakes: o.rule.wake, now: time.Now()}
 	o.observed.nodeWord = r.lookAtNode(ctx, pod, o.observed.now)
 	return o
+}
+
+// warnIfGatewayMoved emits a Warning event when the sandbox's pod was given
+// another address of the egress gateway than its Service has now (it was
+// recreated): a running pod's environment cannot change without
+// restarting its processes, which is its owner's call, not the
+// reconciler's.
+func (r *Reconciler) warnIfGatewayMoved(sbx *v1.Sandbox, pod *corev1.Pod, egress environment.Egress) {
+	if given, current, moved := egress.GatewayMoved(pod); moved && pod.DeletionTimestamp == nil {
+		r.recorder.Eventf(sbx, nil, corev1.EventTypeWarning, v1.ReasonEgressGatewayMoved, "Converge",
+			"the egress gateway answers at %s now, but this sandbox's processes were given %s when they started, so their egress by name (hosts rules, endpoints) fails; stop and start the sandbox to give them the new address (its workspace is kept)",
+			current, given)
+	}
 }
 
 // next is the one decision of when to look at the sandbox again, from the

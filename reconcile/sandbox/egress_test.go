@@ -54,14 +54,7 @@ func TestEgressByNameGoesThroughTheGateway(t *testing.T) {
 	sbx := newSandbox(t, c, tpl, nil)
 	waitCondition(t, c, sbx, metav1.ConditionFalse, v1.ReasonServiceNotFound, "the egress gateway", testGateway.String())
 
-	gateway := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testGateway.Namespace, Name: testGateway.Name},
-		Spec: corev1.ServiceSpec{
-			Selector: map[string]string{"app.kubernetes.io/name": testGateway.Name},
-			Ports:    []corev1.ServicePort{{Name: "proxy", Port: 3128, TargetPort: intstr.FromString("proxy")}},
-		},
-	}
-	create(t, c, gateway)
+	gateway := newGateway(t, c)
 	got := waitCondition(t, c, sbx, metav1.ConditionTrue, v1.ReasonPodReady)
 	assertIsolated(t, c, got)
 
@@ -88,11 +81,8 @@ func TestEgressByNameGoesThroughTheGateway(t *testing.T) {
 	if err := c.Get(ctx, types.NamespacedName{Namespace: got.Status.Namespace, Name: environment.PodName}, pod); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{}
-	for _, e := range pod.Spec.Containers[0].Env {
-		env[e.Name] = e.Value
-	}
-	proxy := fmt.Sprintf("http://%s:3128", gateway.Spec.ClusterIP)
+	env := envOf(pod)
+	proxy := proxyURL(gateway)
 	for _, name := range []string{"HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"} {
 		if env[name] != proxy {
 			t.Errorf("%s = %q, want %q", name, env[name], proxy)
@@ -123,6 +113,121 @@ func TestEgressByNameGoesThroughTheGateway(t *testing.T) {
 		peers := podPeers(np)
 		return maps.Equal(peers, want), fmt.Sprint(peers)
 	})
+}
+
+// TestGatewayMoveReplacesMembersAndWarnsSandboxes: the egress gateway's
+// Service is recreated and gets another cluster IP. Its address is in each
+// sandbox pod's proxy variables, fixed when the pod was made: the pool
+// replaces the members given the old one (under OnReplenish, which keeps
+// members of an earlier template), a claim gets the new address, and a
+// running sandbox given the old one gets a Warning event saying so and
+// what to do.
+func TestGatewayMoveReplacesMembersAndWarnsSandboxes(t *testing.T) {
+	c := testcluster.Get(t).Client
+	ctx := context.Background()
+	gateway := newGateway(t, c)
+	tpl := newTemplate(t, c, func(tpl *v1.SandboxTemplate) {
+		tpl.Spec.Network = v1.Network{Egress: []v1.EgressRule{{Hosts: []string{"pypi.org"}, Ports: []v1.NetworkPort{{Port: 443}}}}}
+	})
+	pool := newPool(t, c, tpl, 2, nil)
+	waitPoolReady(t, c, pool, 2)
+	running := newSandbox(t, c, tpl, claimFrom(pool))
+	waitCondition(t, c, running, metav1.ConditionTrue, v1.ReasonPodReady)
+	waitPoolReady(t, c, pool, 2)
+	before := proxyURL(gateway)
+	old := map[string]bool{}
+	for _, ns := range availableMembers(t, c, pool) {
+		if given := memberPod(t, c, ns.Name).Annotations[v1.AnnotationEgressGateway]; given != before {
+			t.Fatalf("member %s was given %q, want %q", ns.Name, given, before)
+		}
+		old[ns.Name] = true
+	}
+
+	gateway = recreateGateway(t, c, gateway)
+	after := proxyURL(gateway)
+	hasEvent(t, c, running, v1.ReasonEgressGatewayMoved, "answers at "+after+" now, but this sandbox's processes were given "+before)
+	testcluster.Eventually(t, "the pool's members given the gateway's new address", func() (bool, string) {
+		var given []string
+		for _, ns := range availableMembers(t, c, pool) {
+			pod := &corev1.Pod{}
+			if err := c.Get(ctx, types.NamespacedName{Namespace: ns.Name, Name: environment.PodName}, pod); err != nil {
+				return false, err.Error()
+			}
+			if old[ns.Name] || pod.Annotations[v1.AnnotationEgressGateway] != after {
+				given = append(given, ns.Name+": "+pod.Annotations[v1.AnnotationEgressGateway])
+			}
+		}
+		return len(given) == 0, strings.Join(given, ", ")
+	})
+	waitPoolReady(t, c, pool, 2)
+
+	claim := newSandbox(t, c, tpl, claimFrom(pool))
+	got := waitCondition(t, c, claim, metav1.ConditionTrue, v1.ReasonPodReady)
+	pod := memberPod(t, c, got.Status.Namespace)
+	if env := envOf(pod); env["HTTPS_PROXY"] != after || pod.Annotations[v1.AnnotationEgressGateway] != after {
+		t.Errorf("a claim after the move runs with HTTPS_PROXY %q (recorded %q), want %q", env["HTTPS_PROXY"], pod.Annotations[v1.AnnotationEgressGateway], after)
+	}
+}
+
+// newGateway creates the egress gateway's Service (testGateway).
+func newGateway(t *testing.T, c client.Client) *corev1.Service {
+	t.Helper()
+	gateway := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testGateway.Namespace, Name: testGateway.Name},
+		Spec: corev1.ServiceSpec{
+			Selector: map[string]string{"app.kubernetes.io/name": testGateway.Name},
+			Ports:    []corev1.ServicePort{{Name: "proxy", Port: 3128, TargetPort: intstr.FromString("proxy")}},
+		},
+	}
+	create(t, c, gateway)
+	return gateway
+}
+
+// recreateGateway deletes the gateway's Service and creates it again
+// until the API server gives it another cluster IP than it had.
+func recreateGateway(t *testing.T, c client.Client, gateway *corev1.Service) *corev1.Service {
+	t.Helper()
+	ctx := context.Background()
+	for {
+		if err := c.Delete(ctx, gateway); err != nil {
+			t.Fatal(err)
+		}
+		again := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: gateway.Namespace, Name: gateway.Name}, Spec: corev1.ServiceSpec{
+			Selector: gateway.Spec.Selector, Ports: gateway.Spec.Ports,
+		}}
+		testcluster.Eventually(t, "the gateway's Service created again", func() (bool, string) {
+			err := c.Create(ctx, again)
+			return err == nil, errString(err)
+		})
+		if again.Spec.ClusterIP != gateway.Spec.ClusterIP {
+			return again
+		}
+		gateway = again
+	}
+}
+
+// memberPod is the sandbox pod in namespace.
+func memberPod(t *testing.T, c client.Client, namespace string) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: namespace, Name: environment.PodName}, pod); err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+// proxyURL is the address sandboxes are given for the gateway.
+func proxyURL(gateway *corev1.Service) string {
+	return fmt.Sprintf("http://%s:3128", gateway.Spec.ClusterIP)
+}
+
+// envOf is the sandbox container's environment.
+func envOf(pod *corev1.Pod) map[string]string {
+	env := map[string]string{}
+	for _, e := range pod.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	return env
 }
 
 // TestEgressServiceWithoutSelectorIsRefused: a Service a policy cannot

@@ -120,6 +120,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A claim takes a member by creating its owner's binding.
 		Watches(&rbacv1.RoleBinding{}, r.memberEvents()).
 		Watches(&v1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfTemplate)).
+		// Members given the gateway's address are replaced when it moves.
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfGateway)).
 		WithOptions(controller.Options{
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
 		}).
@@ -200,8 +202,9 @@ func (r *Reconciler) reconcile(ctx context.Context, pool *v1.WarmPool) outcome {
 		return o
 	}
 	var drop []environment.Member
-	o.keep, drop = plan(members, o.want, pool.Spec.UpdateStrategy.Type, tpl.Status.ContentHash)
-	if o.deleted, o.err = r.trim(ctx, drop, pool.Spec.UpdateStrategy.Type, tpl.Status.ContentHash); o.err != nil {
+	fresh := freshness{strategy: pool.Spec.UpdateStrategy.Type, hash: tpl.Status.ContentHash, egress: egress}
+	o.keep, drop = plan(members, o.want, fresh)
+	if o.deleted, o.err = r.trim(ctx, drop, fresh); o.err != nil {
 		return o
 	}
 	o.counted = true
@@ -264,6 +267,25 @@ func (r *Reconciler) memberEvents() handler.EventHandler {
 			enqueue(e.Object, q)
 		},
 	}
+}
+
+// poolsOfGateway maps the egress gateway's Service to every pool: its
+// members may have been given its address, or may wait for it to exist.
+// It changes rarely, and pools are few.
+func (r *Reconciler) poolsOfGateway(ctx context.Context, svc client.Object) []reconcile.Request {
+	if client.ObjectKeyFromObject(svc) != r.EgressGateway {
+		return nil
+	}
+	list := &v1.WarmPoolList{}
+	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "failed to list warm pools", "service", r.EgressGateway)
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
+	}
+	return reqs
 }
 
 func (r *Reconciler) poolsOfTemplate(ctx context.Context, tpl client.Object) []reconcile.Request {

@@ -21,12 +21,12 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 )
 
-// plan chooses the members to keep and to delete: stale members go at once
-// under Recreate; beyond the wanted count, unready members go first, then
-// the newest.
-func plan(members []environment.Member, want int, strategy v1.WarmPoolUpdateStrategyType, hash string) (keep, drop []environment.Member) {
+// plan chooses the members to keep and to delete: outdated members go at
+// once; beyond the wanted count, unready members go first, then the
+// newest.
+func plan(members []environment.Member, want int, fresh freshness) (keep, drop []environment.Member) {
 	for _, m := range members {
-		if strategy == v1.RecreateUpdateStrategy && m.Namespace.Labels[v1.LabelTemplateHash] != hash {
+		if fresh.outdated(m) != upToDate {
 			drop = append(drop, m)
 		} else {
 			keep = append(keep, m)
@@ -43,6 +43,41 @@ func plan(members []environment.Member, want int, strategy v1.WarmPoolUpdateStra
 		keep = keep[:want]
 	}
 	return keep, drop
+}
+
+// freshness is what a member is held to whatever the pool's size.
+type freshness struct {
+	strategy v1.WarmPoolUpdateStrategyType
+	// hash is the content hash of the template as it is.
+	hash   string
+	egress environment.Egress
+}
+
+// dropReason is why a pass deletes a member.
+type dropReason int
+
+const (
+	upToDate dropReason = iota
+	// rolled: built from an earlier template, under Recreate.
+	rolled
+	// gatewayMoved: its pod was given an address of the egress gateway
+	// that the gateway's Service no longer has (it was recreated), so its
+	// egress by name would fail; under either strategy.
+	gatewayMoved
+	// beyondReplicas: more members than the pool wants.
+	beyondReplicas
+)
+
+// outdated tells why m must go whatever the pool's size; upToDate when it
+// need not.
+func (f freshness) outdated(m environment.Member) dropReason {
+	if f.strategy == v1.RecreateUpdateStrategy && m.Namespace.Labels[v1.LabelTemplateHash] != f.hash {
+		return rolled
+	}
+	if _, _, moved := f.egress.GatewayMoved(m.Pod); moved {
+		return gatewayMoved
+	}
+	return upToDate
 }
 
 // createAll creates the objects in order; one that exists already (created
@@ -137,15 +172,19 @@ func (c claimRun) last() time.Time {
 
 // trim deletes the members plan dropped (takeAndDelete) and counts them
 // by why; a member a Sandbox claimed meanwhile is not deleted.
-func (r *Reconciler) trim(ctx context.Context, drop []environment.Member, strategy v1.WarmPoolUpdateStrategyType, hash string) (deletions, error) {
-	var deleted deletions
+func (r *Reconciler) trim(ctx context.Context, drop []environment.Member, fresh freshness) (deletions, error) {
+	deleted := deletions{}
 	for _, m := range drop {
 		took, err := r.takeAndDelete(ctx, m.Namespace)
 		if err != nil {
 			return deleted, err
 		}
 		if took {
-			deleted.count(strategy == v1.RecreateUpdateStrategy && m.Namespace.Labels[v1.LabelTemplateHash] != hash)
+			why := fresh.outdated(m)
+			if why == upToDate {
+				why = beyondReplicas
+			}
+			deleted[why]++
 		}
 	}
 	return deleted, nil

@@ -181,30 +181,29 @@ func (r *Reconciler) notStarted(ctx context.Context, o *outcome, now time.Time) 
 	}
 }
 
-// deletions counts the members a pass deleted, by why: rolled out
-// (stale, under Recreate) or beyond replicas.
-type deletions struct{ stale, excess int }
-
-func (d *deletions) count(stale bool) {
-	if stale {
-		d.stale++
-	} else {
-		d.excess++
-	}
-}
+// deletions counts the members a pass deleted, by why.
+type deletions map[dropReason]int
 
 // recordDeletions emits one event for the members a pass deleted.
 func (r *Reconciler) recordDeletions(pool *v1.WarmPool, d deletions, want int) {
 	var why []string
-	if d.stale > 0 {
-		why = append(why, fmt.Sprintf("%d built from an earlier template", d.stale))
-	}
-	if d.excess > 0 {
-		why = append(why, fmt.Sprintf("%d beyond replicas %d", d.excess, want))
+	total := 0
+	for _, reason := range []struct {
+		dropReason
+		says string
+	}{
+		{rolled, "built from an earlier template"},
+		{gatewayMoved, "given an earlier address of the egress gateway"},
+		{beyondReplicas, fmt.Sprintf("beyond replicas %d", want)},
+	} {
+		if n := d[reason.dropReason]; n > 0 {
+			why = append(why, fmt.Sprintf("%d %s", n, reason.says))
+			total += n
+		}
 	}
 	if len(why) > 0 {
 		r.recorder.Eventf(pool, nil, corev1.EventTypeNormal, v1.ReasonMembersDeleted, "Delete",
-			"deleted %d members: %s", d.stale+d.excess, strings.Join(why, ", "))
+			"deleted %d members: %s", total, strings.Join(why, ", "))
 	}
 }
 
