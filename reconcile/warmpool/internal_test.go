@@ -34,12 +34,12 @@ func TestTopUp(t *testing.T) {
 		{name: "one claim just now", claims: claimed(ms(10)...), have: 2, missing: 1, want: 3, build: 1},
 		{name: "claims one after another", claims: claimed(ms(1500, 800, 100)...), have: 2, missing: 1, want: 3, build: 1},
 		{name: "a burst paused", claims: claimed(ms(2500, 2300, 2000)...), have: 5, missing: 5, want: 10, build: 5},
-		{name: "a burst, a quarter left", claims: burst, have: 25, missing: 75, want: 100, wait: 700 * time.Millisecond},
-		{name: "a burst, below a quarter", claims: burst, have: 20, missing: 80, want: 100, build: 5, wait: 700 * time.Millisecond},
-		{name: "a quarter rounds up", claims: burst, have: 0, missing: 1, want: 1, build: 1, wait: 700 * time.Millisecond},
+		{name: "a burst, a quarter left", claims: burst, have: 25, missing: 75, want: 100, wait: claimQuiet - 300*time.Millisecond},
+		{name: "a burst, below a quarter", claims: burst, have: 20, missing: 80, want: 100, build: 5, wait: claimQuiet - 300*time.Millisecond},
+		{name: "a quarter rounds up", claims: burst, have: 0, missing: 1, want: 1, build: 1, wait: claimQuiet - 300*time.Millisecond},
 		// The last three claims span more than claimQuiet, but the burst
 		// never paused for it: it goes on.
-		{name: "a burst longer than claimQuiet", claims: claimed(ms(2000, 1800, 1600, 1400, 900, 100)...), have: 25, missing: 75, want: 100, wait: 900 * time.Millisecond},
+		{name: "a burst longer than claimQuiet", claims: claimed(ms(2000, 1800, 1600, 1400, 900, 100)...), have: 25, missing: 75, want: 100, wait: claimQuiet - 100*time.Millisecond},
 		{name: "a burst paused, then a claim", claims: claimed(ms(3000, 2900, 2800, 100)...), have: 25, missing: 75, want: 100, build: 75},
 		{name: "claims one after another after a burst", claims: claimed(ms(3000, 2900, 2800, 1500, 800, 100)...), have: 2, missing: 1, want: 3, build: 1},
 	} {
