@@ -3,7 +3,6 @@ package reconcile
 import (
 	"fmt"
 	"maps"
-	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
@@ -31,14 +29,9 @@ import (
 // for; only the holder runs controllers.
 const LeaderElectionID = v1.ReconcilerLease
 
-// ManagerOptions configures NewManager.
+// ManagerOptions configures NewManager. The manager serves no endpoint:
+// Run serves them for the process (Endpoints).
 type ManagerOptions struct {
-	// MetricsAddr serves Prometheus metrics; "0" disables it.
-	MetricsAddr string
-	// PprofAddr serves Go's /debug/pprof; "" or "0" disables it.
-	PprofAddr string
-	// HealthAddr serves /healthz and /readyz.
-	HealthAddr string
 	// LeaderElection makes replicas elect one active reconciler.
 	LeaderElection bool
 	// LeaderElectionNamespace holds the Lease; it must exist.
@@ -70,9 +63,8 @@ func orNil(d time.Duration) *time.Duration {
 	return &d
 }
 
-// NewManager builds the manager with health checks, metrics and leader
-// election. The controllers are registered on it by their own Setup
-// functions.
+// NewManager builds the manager, leader-elected if asked. The controllers
+// are registered on it by their own Setup functions.
 func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	shutdown := opts.GracefulShutdownTimeout
 	informers := CacheOptions()
@@ -86,9 +78,7 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 		// own (status patches, the claim's namespace update) is recorded
 		// under the reconciler's, not under the binary's name.
 		Client:                              client.Options{FieldOwner: apply.FieldManager},
-		Metrics:                             metricsserver.Options{BindAddress: opts.MetricsAddr},
-		HealthProbeBindAddress:              opts.HealthAddr,
-		PprofBindAddress:                    opts.PprofAddr,
+		Metrics:                             metricsserver.Options{BindAddress: "0"},
 		LeaderElection:                      opts.LeaderElection,
 		LeaderElectionID:                    LeaderElectionID,
 		LeaderElectionNamespace:             opts.LeaderElectionNamespace,
@@ -104,19 +94,6 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create manager: %w", err)
-	}
-	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return nil, fmt.Errorf("failed to add health check: %w", err)
-	}
-	// Ready once the informer caches have synced, so a rollout does not
-	// route traffic (or a probe) to a replica that cannot see the cluster yet.
-	if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
-		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
-			return fmt.Errorf("informer caches not synced")
-		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("failed to add readiness check: %w", err)
 	}
 	return mgr, nil
 }

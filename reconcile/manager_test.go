@@ -1,4 +1,4 @@
-package reconcile_test
+package reconcile
 
 import (
 	"context"
@@ -16,13 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
-	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 )
 
-// TestManagerServesHealthMetricsAndLeads runs the manager against the real
-// API server: it must answer its probes, export metrics, hold the leader
-// Lease while running and release it on shutdown.
-func TestManagerServesHealthMetricsAndLeads(t *testing.T) {
+// TestManagerLeadsAndReleases runs the manager against the real API
+// server: it must hold the leader Lease while running and release it on
+// shutdown.
+func TestManagerLeadsAndReleases(t *testing.T) {
 	cluster := testcluster.Get(t)
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("leader")}}
@@ -31,9 +30,7 @@ func TestManagerServesHealthMetricsAndLeads(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cluster.Client.Delete(ctx, ns) })
 
-	health, metrics := testcluster.FreeAddr(t), testcluster.FreeAddr(t)
-	mgr, err := reconcile.NewManager(cluster.Config, reconcile.ManagerOptions{
-		MetricsAddr: metrics, HealthAddr: health,
+	mgr, err := NewManager(cluster.Config, ManagerOptions{
 		LeaderElection: true, LeaderElectionNamespace: ns.Name,
 		GracefulShutdownTimeout: 5 * time.Second,
 	})
@@ -53,20 +50,8 @@ func TestManagerServesHealthMetricsAndLeads(t *testing.T) {
 		}
 	})
 
-	for _, probe := range []string{"/healthz", "/readyz"} {
-		waitFor(t, "GET "+probe+" = 200", func() bool { return get(health, probe) == http.StatusOK })
-	}
-	waitFor(t, "metrics exported", func() bool {
-		resp, err := http.Get("http://" + metrics + "/metrics")
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return strings.Contains(string(body), "rest_client_requests_total")
-	})
 	lease := &coordinationv1.Lease{}
-	key := client.ObjectKey{Namespace: ns.Name, Name: reconcile.LeaderElectionID}
+	key := client.ObjectKey{Namespace: ns.Name, Name: LeaderElectionID}
 	waitFor(t, "leader lease held", func() bool {
 		return cluster.Client.Get(ctx, key, lease) == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != ""
 	})
@@ -93,13 +78,16 @@ func TestManagerServesHealthMetricsAndLeads(t *testing.T) {
 	}
 }
 
-func get(addr, path string) int {
+// get is the status and body of GET path at addr; 0 and the error when
+// nothing answered.
+func get(addr, path string) (int, string) {
 	resp, err := http.Get(fmt.Sprintf("http://%s%s", addr, path))
 	if err != nil {
-		return 0
+		return 0, err.Error()
 	}
-	resp.Body.Close()
-	return resp.StatusCode
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(body))
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

@@ -1,11 +1,10 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -41,27 +40,40 @@ const errLeaderElectionLost = "leader election lost"
 // CrashLoopBackOff, whose delays grow to five minutes after the API is
 // back. Run returns an error only for what waiting cannot mend: a
 // manager that cannot be built while the API server answers (a missing
-// CRD, no rights), or a controller that fails.
-func Run(ctx context.Context, cfg *rest.Config, opts ManagerOptions, controllers Options) error {
+// CRD, no rights), or a controller that fails. It serves the endpoints
+// of served for its whole life, across its managers.
+func Run(ctx context.Context, cfg *rest.Config, opts ManagerOptions, served Endpoints, controllers Options) error {
 	log := ctrl.Log.WithName("run")
 	identity, err := leaderIdentity()
 	if err != nil {
 		return err
 	}
+	var leases *contact
+	if opts.LeaderElection {
+		leases = &contact{}
+	}
+	ready := newReadiness(cfg.Host, leases, cmp.Or(opts.RenewDeadline, defaultRenewDeadline))
+	endpoints, err := serveEndpoints(served, ready)
+	if err != nil {
+		return err
+	}
+	defer endpoints.close()
 	for {
-		if err := waitForAPI(ctx, cfg, opts.HealthAddr); err != nil {
+		if err := waitForAPI(ctx, cfg, ready); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		mgr, err := newElectedManager(cfg, opts, identity)
+		mgr, err := newElectedManager(cfg, opts, identity, leases)
 		if err == nil {
 			tracked := &trackingManager{Manager: mgr}
 			if err = SetupControllers(tracked, controllers); err == nil {
+				ready.running(mgr.GetCache())
 				err = mgr.Start(ctx)
 				// Only once every controller (and so every reconcile in
 				// flight) has stopped may another manager campaign.
+				ready.waitFor("the controllers of the last manager to stop")
 				tracked.wait()
 			}
 		}
@@ -94,20 +106,19 @@ func leaderIdentity() (string, error) {
 	return host + "_" + string(uuid.NewUUID()), nil
 }
 
+// defaultRenewDeadline is controller-runtime's, for a zero RenewDeadline.
+const defaultRenewDeadline = 10 * time.Second
+
 // newElectedManager is NewManager with the leader Lease held under the
-// process's identity.
-func newElectedManager(cfg *rest.Config, opts ManagerOptions, identity string) (ctrl.Manager, error) {
+// process's identity, its requests' outcomes recorded in leases.
+func newElectedManager(cfg *rest.Config, opts ManagerOptions, identity string, leases *contact) (ctrl.Manager, error) {
 	if !opts.LeaderElection {
 		return NewManager(cfg, opts)
 	}
 	// As controller-runtime does: a single hung request must not cost the
 	// lease, so the lock's requests time out within the renew deadline.
 	lockCfg := rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election")
-	renew := opts.RenewDeadline
-	if renew == 0 {
-		renew = 10 * time.Second
-	}
-	lockCfg.Timeout = max(renew/2, time.Second)
+	lockCfg.Timeout = max(cmp.Or(opts.RenewDeadline, defaultRenewDeadline)/2, time.Second)
 	kube, err := kubernetes.NewForConfig(lockCfg)
 	if err != nil {
 		return nil, err
@@ -117,7 +128,7 @@ func newElectedManager(cfg *rest.Config, opts ManagerOptions, identity string) (
 	if err != nil {
 		return nil, fmt.Errorf("failed to make the leader election lock: %w", err)
 	}
-	opts.leaderLock = lock
+	opts.leaderLock = contactLock{Interface: lock, contact: leases}
 	return NewManager(cfg, opts)
 }
 
@@ -129,10 +140,9 @@ const crdGrace = 30 * time.Second
 
 // waitForAPI returns once the API server answers and serves every kind of
 // this API, or with an error naming the CRDs it has not served for
-// crdGrace, or ctx's error. Meanwhile it serves /healthz (the process is
-// alive) and a failing /readyz saying what it waits for on healthAddr, and
-// logs that every apiWaitLog.
-func waitForAPI(ctx context.Context, cfg *rest.Config, healthAddr string) error {
+// crdGrace, or ctx's error. Meanwhile /readyz says what it waits for, and
+// it logs that every apiWaitLog.
+func waitForAPI(ctx context.Context, cfg *rest.Config, ready *readiness) error {
 	var unservedSince time.Time
 	check := func() (waitingFor string, err error) {
 		unserved, err := unservedCRDs(cfg)
@@ -154,10 +164,8 @@ func waitForAPI(ctx context.Context, cfg *rest.Config, healthAddr string) error 
 	if waitingFor == "" || err != nil {
 		return err
 	}
+	ready.waitFor(waitingFor)
 	log := ctrl.Log.WithName("run")
-	var mu sync.Mutex
-	stop := serveWaiting(healthAddr, func() string { mu.Lock(); defer mu.Unlock(); return waitingFor })
-	defer stop()
 	start, lastLog := time.Now(), time.Time{}
 	for delay := 200 * time.Millisecond; ; delay = min(2*delay, 2*time.Second) {
 		if time.Since(lastLog) >= apiWaitLog {
@@ -176,9 +184,8 @@ func waitForAPI(ctx context.Context, cfg *rest.Config, healthAddr string) error 
 			}
 			return err
 		}
-		mu.Lock()
 		waitingFor = now
-		mu.Unlock()
+		ready.waitFor(waitingFor)
 	}
 }
 
@@ -231,29 +238,6 @@ func probeAPI(ctx context.Context, cfg *rest.Config) error {
 	}
 	_, err = dc.ServerVersion()
 	return err
-}
-
-// serveWaiting serves the health endpoints of a reconciler waiting for the
-// API server, until the returned function is called: the manager then
-// takes the address over. A busy or empty address serves nothing.
-func serveWaiting(addr string, waitingFor func() string) (stop func()) {
-	if addr == "" || addr == "0" {
-		return func() {}
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		ctrl.Log.WithName("run").Info("cannot serve the health endpoints while waiting", "addr", addr, "error", err.Error())
-		return func() {}
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		http.Error(w, "waiting for "+waitingFor(), http.StatusServiceUnavailable)
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(ln) }()
-	return func() { _ = srv.Close(); <-done }
 }
 
 // trackingManager counts the runnables the controllers add (the

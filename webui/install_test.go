@@ -36,8 +36,7 @@ func TestInstallationStatus(t *testing.T) {
 
 	// A reconciler elected leader, as `agentsandbox reconcile` is, then
 	// stopped (it releases the lead).
-	mgr, err := reconcile.NewManager(c.Config, reconcile.ManagerOptions{LeaderElection: true,
-		LeaderElectionNamespace: v1.SystemNamespace, MetricsAddr: "0", HealthAddr: "0"})
+	mgr, err := reconcile.NewManager(c.Config, reconcile.ManagerOptions{LeaderElection: true, LeaderElectionNamespace: v1.SystemNamespace})
 	if err != nil {
 		t.Fatal(err)
 	}

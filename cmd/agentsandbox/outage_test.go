@@ -82,7 +82,7 @@ func TestReconcilerRidesOutAnAPIOutage(t *testing.T) {
 			if !alive(proc.proc.Process.Pid) {
 				t.Fatal("the reconciler exited during the outage")
 			}
-			if !strings.Contains(seen.waiting, "waiting for the API server") {
+			if !strings.Contains(seen.waiting, "waiting for the API server at") {
 				t.Errorf("/readyz did not fail saying it waits for the API server while it was away (last 503: %q)", seen.waiting)
 			}
 			// A liveness probe fails a pod after three misses, 10 s apart.
@@ -106,6 +106,7 @@ func TestReconcilerRidesOutAnAPIOutage(t *testing.T) {
 			if len(list.Items) != outageTemplates {
 				t.Errorf("%d templates of the revision on the cluster after the outage, want %d", len(list.Items), outageTemplates)
 			}
+			waitReadyz(t, health)
 			if !alive(proc.proc.Process.Pid) {
 				t.Fatal("the reconciler exited after the outage")
 			}
@@ -123,8 +124,7 @@ type healthSeen struct {
 	mu sync.Mutex
 	// waiting is /readyz's body when it failed with 503.
 	waiting string
-	// gap is the longest run of /healthz requests that got no answer:
-	// while one manager stops and the next starts the port changes hands.
+	// gap is the longest run of /healthz requests that got no answer.
 	gap, misses int
 }
 
@@ -164,6 +164,21 @@ func probeHealth(addr string, seen *healthSeen) (stop func()) {
 		}
 	}()
 	return func() { close(done); <-stopped }
+}
+
+// waitReadyz waits until the reconciler at addr answers /readyz 200.
+func waitReadyz(t *testing.T, addr string) {
+	t.Helper()
+	hc := &http.Client{Timeout: time.Second}
+	testcluster.Eventually(t, "/readyz 200", func() (bool, string) {
+		resp, err := hc.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Sprintf("%d %s", resp.StatusCode, body)
+	})
 }
 
 // alive tells whether the process runs (and is not a zombie).

@@ -33,6 +33,7 @@ const defaultEgressGateway = v1.SystemNamespace + "/" + v1.EgressGatewayName
 
 func newReconcileCommand() *cobra.Command {
 	opts := reconcile.ManagerOptions{}
+	served := reconcile.Endpoints{}
 	controllers := reconcile.Options{}
 	var egressGateway string
 	zapOpts := zap.Options{}
@@ -64,7 +65,7 @@ CRDs of config/ not installed, say).`,
 			}
 			ctrl.Log.Info("starting reconciler", "version", version.Version, "commit", version.Commit(),
 				"leaderElection", opts.LeaderElection, "namespace", opts.LeaderElectionNamespace)
-			return reconcile.Run(ctrl.SetupSignalHandler(), cfg, opts, controllers)
+			return reconcile.Run(ctrl.SetupSignalHandler(), cfg, opts, served, controllers)
 		},
 	}
 	namespace := os.Getenv("POD_NAMESPACE")
@@ -73,9 +74,9 @@ CRDs of config/ not installed, say).`,
 	}
 	controllers.Namespace = namespace
 	f := cmd.Flags()
-	f.StringVar(&opts.MetricsAddr, "metrics-addr", ":8080", `address of the Prometheus metrics endpoint ("0" disables it)`)
-	f.StringVar(&opts.PprofAddr, "pprof-addr", "0", `address of Go's /debug/pprof profiles, for memory and CPU questions ("0" disables it; it shows the heap, so keep it on loopback)`)
-	f.StringVar(&opts.HealthAddr, "health-addr", ":8081", "address of the /healthz and /readyz endpoints")
+	f.StringVar(&served.Metrics, "metrics-addr", ":8080", `address of the Prometheus metrics endpoint ("0" disables it)`)
+	f.StringVar(&served.Pprof, "pprof-addr", "0", `address of Go's /debug/pprof profiles, for memory and CPU questions ("0" disables it; it shows the heap, so keep it on loopback)`)
+	f.StringVar(&served.Health, "health-addr", ":8081", `address of the /healthz and /readyz endpoints ("0" disables them)`)
 	f.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect one active replica through a Lease")
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", namespace, "namespace of the leader election Lease")
 	f.DurationVar(&opts.GracefulShutdownTimeout, "graceful-shutdown-timeout", 30*time.Second, "how long running reconciles may take to finish on SIGTERM")

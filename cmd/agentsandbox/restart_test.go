@@ -68,8 +68,15 @@ func startReconciler(t *testing.T, cluster *testcluster.Cluster) *reconciler {
 	return startReconcilerWith(t, cluster, "--leader-elect=false", "--metrics-addr=0", "--health-addr=0")
 }
 
-// startReconcilerWith starts the reconciler with the given flags.
+// startReconcilerWith starts the reconciler on cluster with the given flags.
 func startReconcilerWith(t *testing.T, cluster *testcluster.Cluster, args ...string) *reconciler {
+	t.Helper()
+	return startReconcilerOn(t, cluster.Kubeconfig, args...)
+}
+
+// startReconcilerOn starts the reconciler with the kubeconfig at conf and
+// the given flags.
+func startReconcilerOn(t *testing.T, conf string, args ...string) *reconciler {
 	t.Helper()
 	bin, err := buildOnce()
 	if err != nil {
@@ -79,7 +86,7 @@ func startReconcilerWith(t *testing.T, cluster *testcluster.Cluster, args ...str
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &reconciler{t: t, bin: bin, conf: cluster.Kubeconfig, args: args, log: log}
+	r := &reconciler{t: t, bin: bin, conf: conf, args: args, log: log}
 	r.start()
 	t.Cleanup(func() {
 		_ = r.proc.Process.Signal(os.Interrupt)

@@ -155,7 +155,7 @@ func start(cluster *testcluster.Cluster, setup func(ctrl.Manager) error) (func()
 	// limiter production does not have.
 	cfg.QPS, cfg.Burst = -1, 0
 	mgr, err := reconcile.NewManager(cfg, reconcile.ManagerOptions{
-		MetricsAddr: "0", HealthAddr: "0", GracefulShutdownTimeout: 5 * time.Second, Cache: hide,
+		GracefulShutdownTimeout: 5 * time.Second, Cache: hide,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("manager: %w", err)

@@ -1,0 +1,230 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Endpoints are the addresses of the reconciler's HTTP endpoints; "" or
+// "0" serves nothing on one.
+type Endpoints struct {
+	// Health serves /healthz and /readyz.
+	Health string
+	// Metrics serves Prometheus metrics on /metrics.
+	Metrics string
+	// Pprof serves Go's /debug/pprof.
+	Pprof string
+}
+
+// cacheSyncCheck is how long /readyz waits for the informer caches to
+// report synced: they answer at once when they are, and a probe must be
+// answered (with 503) rather than time out when they are not.
+const cacheSyncCheck = 100 * time.Millisecond
+
+// endpoints serves the reconciler's HTTP endpoints for the process's
+// whole life, across the managers Run builds one after another. A
+// manager's own servers would change hands at every lost lease: the old
+// manager shuts them down only after its Start has returned, so between
+// managers nothing would answer the probes, and the next manager could
+// find a port still taken and exit.
+type endpoints struct {
+	servers []*http.Server
+	ready   *readiness
+}
+
+// serveEndpoints listens on every address of e and serves until close.
+func serveEndpoints(e Endpoints, ready *readiness) (*endpoints, error) {
+	served := &endpoints{ready: ready}
+	health := http.NewServeMux()
+	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	health.HandleFunc("/readyz", ready.serve)
+	metrics := http.NewServeMux()
+	// controller-runtime's registry: its reconcile and workqueue metrics
+	// and client-go's request metrics.
+	metrics.Handle("/metrics", promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	profiles := http.NewServeMux()
+	profiles.HandleFunc("/debug/pprof/", pprof.Index)
+	profiles.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	profiles.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	profiles.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	profiles.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	for _, s := range []struct {
+		flag, addr string
+		handler    http.Handler
+	}{{"--health-addr", e.Health, health}, {"--metrics-addr", e.Metrics, metrics}, {"--pprof-addr", e.Pprof, profiles}} {
+		if s.addr == "" || s.addr == "0" {
+			continue
+		}
+		ln, err := net.Listen("tcp", s.addr)
+		if err != nil {
+			served.close()
+			return nil, fmt.Errorf("%s %s: %w", s.flag, s.addr, err)
+		}
+		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second}
+		served.servers = append(served.servers, srv)
+		go func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				ctrl.Log.WithName("run").Error(err, "an endpoint stopped serving", "flag", s.flag, "addr", s.addr)
+			}
+		}()
+	}
+	return served, nil
+}
+
+// close stops serving, letting requests in flight finish for a second.
+func (e *endpoints) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, srv := range e.servers {
+		_ = srv.Shutdown(ctx)
+	}
+}
+
+// readiness is what /readyz answers: 503 "waiting for …" saying what the
+// reconciler waits for, or 200 once a manager runs, its informer caches
+// have synced and (with leader election) its lease requests reach the API
+// server. Run says which manager runs, or what it waits for between them.
+type readiness struct {
+	host string
+	// leases hears the leader election's requests; nil without it.
+	leases *contact
+	// silence is how long the lease requests may fail before the
+	// reconciler is not ready: the renew deadline, after which a leader
+	// stops leading too.
+	silence time.Duration
+
+	mu sync.Mutex
+	// waitingFor is what Run waits for between managers; "" while one runs.
+	waitingFor string
+	// cache is the running manager's.
+	cache cache.Cache
+}
+
+func newReadiness(host string, leases *contact, silence time.Duration) *readiness {
+	return &readiness{host: host, leases: leases, silence: silence, waitingFor: "the API server at " + host}
+}
+
+// waitFor says what Run waits for, with no manager running.
+func (r *readiness) waitFor(what string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.waitingFor, r.cache = what, nil
+}
+
+// running says that a manager runs with cache. Run has just seen the API
+// server answer, so the failures of an earlier manager's lease requests
+// are forgotten.
+func (r *readiness) running(c cache.Cache) {
+	r.mu.Lock()
+	r.waitingFor, r.cache = "", c
+	r.mu.Unlock()
+	if r.leases != nil {
+		r.leases.record(nil)
+	}
+}
+
+// check is "" when ready, else what the reconciler waits for.
+func (r *readiness) check(ctx context.Context) string {
+	r.mu.Lock()
+	waiting, c := r.waitingFor, r.cache
+	r.mu.Unlock()
+	if waiting != "" {
+		return waiting
+	}
+	ctx, cancel := context.WithTimeout(ctx, cacheSyncCheck)
+	defer cancel()
+	if !c.WaitForCacheSync(ctx) {
+		return "the API server at " + r.host + " to fill the informer caches"
+	}
+	// A manager that does not lead (a standby, or one campaigning again)
+	// would otherwise answer ready through an outage: nothing of it stops
+	// when the API server goes away, and its caches stay synced.
+	if r.leases != nil {
+		if since, err := r.leases.failing(); !since.IsZero() && time.Since(since) > r.silence {
+			return fmt.Sprintf("the API server at %s: the leader election's requests have failed for %s: %v",
+				r.host, time.Since(since).Round(time.Second), err)
+		}
+	}
+	return ""
+}
+
+func (r *readiness) serve(w http.ResponseWriter, req *http.Request) {
+	if waiting := r.check(req.Context()); waiting != "" {
+		http.Error(w, "waiting for "+waiting, http.StatusServiceUnavailable)
+		return
+	}
+	_, _ = w.Write([]byte("ok"))
+}
+
+// contact records whether requests reach the API server: since when
+// they have failed, if they do.
+type contact struct {
+	mu sync.Mutex
+	// failingSince is the first failure after the last answer; zero
+	// while they are answered.
+	failingSince time.Time
+	err          error
+}
+
+// record notes a request's outcome: an error that the API server sent
+// (the Lease not found, a conflicting update) is an answer too.
+func (c *contact) record(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		c.failingSince, c.err = time.Time{}, nil
+	case c.failingSince.IsZero():
+		c.failingSince, c.err = time.Now(), err
+	default:
+		c.err = err
+	}
+}
+
+// failing is since when requests have failed (zero if they have not),
+// and the last error.
+func (c *contact) failing() (time.Time, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failingSince, c.err
+}
+
+// contactLock is a leader election lock that records in contact whether
+// its requests reach the API server. The elector asks every retry period,
+// leader and standby alike: the reconciler's heartbeat with the API
+// server, at no request of its own.
+type contactLock struct {
+	resourcelock.Interface
+	contact *contact
+}
+
+func (l contactLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	record, raw, err := l.Interface.Get(ctx)
+	l.contact.record(err)
+	return record, raw, err
+}
+
+func (l contactLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Create(ctx, ler)
+	l.contact.record(err)
+	return err
+}
+
+func (l contactLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Update(ctx, ler)
+	l.contact.record(err)
+	return err
+}
