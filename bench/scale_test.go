@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -82,7 +83,7 @@ func BenchmarkScale(b *testing.B) {
 		claimFloor := claimfloor.New(b, map[string]string{reconciletest.Hidden: "true"})
 		emptyFloor := apiCreateLatencies(b)
 		emptyClaims := claimLatencies(b, watcher, claimFloor)
-		emptyRest := atRest(b)
+		emptyRest := atRest(b, "empty")
 
 		run := testcluster.Name("scale")
 		begin := time.Now()
@@ -92,7 +93,7 @@ func BenchmarkScale(b *testing.B) {
 		settled := waitRootCAPublished(b)
 		add("after the populate: until the root CA is in every namespace", "", settled.Round(time.Second).String(), "")
 
-		rest := atRest(b)
+		rest := atRest(b, "scale")
 		writeHeapProfile(b)
 		add("API writes at rest (30 s)", fmt.Sprint(emptyRest.writes), fmt.Sprint(rest.writes), "")
 		add("API reads at rest (30 s)", fmt.Sprint(emptyRest.reads), fmt.Sprint(rest.reads), "")
@@ -401,12 +402,15 @@ type rest struct {
 }
 
 // atRest waits for the controllers to settle, then counts their API
-// requests over 30 s, and reads the heap after a collection.
-func atRest(b *testing.B) rest {
+// requests over 30 s, and reads the heap after a collection. label names
+// the cluster's state in the API server's profile.
+func atRest(b *testing.B, label string) rest {
 	time.Sleep(10 * time.Second)
 	cfg := testcluster.Get(b).Config
 	reads, writes, cpu, served := reconciletest.ReadCount(), reconciletest.WriteCount(), clusterCPU(b), apirequests.Take(b, cfg)
+	profiled := profileAPIServer(b, label, 30*time.Second)
 	time.Sleep(30 * time.Second)
+	profiled()
 	r := rest{reads: reconciletest.ReadCount() - reads, writes: reconciletest.WriteCount() - writes, cpu: since(b, cpu),
 		served: apirequests.Take(b, cfg).Requests.Since(served.Requests)}
 	// The target is none: any that come are named, to be explained.
@@ -418,6 +422,37 @@ func atRest(b *testing.B) rest {
 	runtime.ReadMemStats(&m)
 	r.heap, r.rss = m.HeapInuse, rssBytes(b)
 	return r
+}
+
+// profileAPIServer takes the API server's CPU profile over d, when
+// AGENTSANDBOX_SCALE_APISERVER_PROFILE names a path prefix, into
+// <prefix>-<label>.pprof: where its CPU at rest goes (go tool pprof
+// -top). The returned function waits for it.
+func profileAPIServer(b *testing.B, label string, d time.Duration) (wait func()) {
+	prefix := os.Getenv("AGENTSANDBOX_SCALE_APISERVER_PROFILE")
+	if prefix == "" {
+		return func() {}
+	}
+	cs, err := kubernetes.NewForConfig(testcluster.Get(b).Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), d+30*time.Second)
+		defer cancel()
+		raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+			Param("seconds", strconv.Itoa(int(d.Seconds()))).DoRaw(ctx)
+		if err == nil {
+			err = os.WriteFile(prefix+"-"+label+".pprof", raw, 0o644)
+		}
+		done <- err
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			b.Errorf("the API server's CPU profile: %v", err)
+		}
+	}
 }
 
 // writeHeapProfile writes the heap's profile at rest, at scale, to the
