@@ -42,12 +42,12 @@ const cacheSyncCheck = 100 * time.Millisecond
 // find a port still taken and exit.
 type endpoints struct {
 	servers []*http.Server
-	ready   *readiness
 }
 
-// serveEndpoints listens on every address of e and serves until close.
+// serveEndpoints listens on every address of e, /readyz answering what
+// ready says, and serves until close.
 func serveEndpoints(e Endpoints, ready *readiness) (*endpoints, error) {
-	served := &endpoints{ready: ready}
+	served := &endpoints{}
 	health := http.NewServeMux()
 	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	health.HandleFunc("/readyz", ready.serve)
