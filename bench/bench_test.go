@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	runtimemetrics "runtime/metrics"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -230,31 +231,57 @@ func BenchmarkWarmClaim(b *testing.B) {
 }
 
 // BenchmarkClaimAgainstFloor times warm claims from one client, each beside
-// its floor: the same three writes and two watch events with no controller
-// (claimfloor.WatchedOp), their objects hidden from the controllers
-// running here (reconciletest.Hidden). Paired so, the floor is measured on
-// the cluster as it is when the claim is, which a separate run of
-// bench/floor is not: its p50 has moved by a fifth from one run to the
-// next. Each call rests 10 ms after it (latency.Paired), so the work a
-// claim leaves behind (the pass its status write brings) lands on neither;
-// back to back, WarmClaim pays it. The pool holds a third more members
-// than the claims take, so none is built while they run.
+// its floor: the same three writes and two watch events with no controller,
+// their objects hidden from the controllers running here
+// (reconciletest.Hidden). Two floors: "watches=2" is the floor of any
+// controller-made claim, seen by a controller's watch and its client's,
+// each of every Sandbox (claimfloor.Watching); "watches=1", the floor
+// until 2026-12-06, has one watch of the claim's Sandbox by name serve
+// both, which no controller can (claimfloor.WatchedOp). Paired so, the
+// floor is measured on the cluster as it is when the claim is, which a
+// separate run of bench/floor is not: its p50 has moved by a fifth from
+// one run to the next. Each call rests 10 ms after it (latency.Paired),
+// so the work a claim leaves behind (the pass its status write brings)
+// lands on neither; back to back, WarmClaim pays it. The pool holds a
+// third more members than the claims take, so none is built while they
+// run.
 func BenchmarkClaimAgainstFloor(b *testing.B) {
 	watcher := newReadyWatcher(b)
 	floor := claimfloor.New(b, map[string]string{reconciletest.Hidden: "true"})
-	members := floor.Members(b, b.N)
-	pool := fullPool(b, int32(b.N+b.N/3+2))
+	for _, watches := range []int{2, 1} {
+		b.Run(fmt.Sprintf("watches=%d", watches), func(b *testing.B) {
+			testcluster.Get(b).WaitNoTerminatingNamespaces(b)
+			members := floor.Members(b, b.N)
+			floorOp := func() time.Duration { return floor.WatchedOp(b, members, nil) }
+			if watches == 2 {
+				watching := floor.Watch(b)
+				defer watching.Close()
+				floorOp = func() time.Duration { return watching.Op(b, members) }
+			}
+			pool := fullPool(b, int32(b.N+b.N/3+2))
+			claimBesideFloor(b, watcher, pool, floorOp)
+		})
+	}
+}
+
+// claimBesideFloor is BenchmarkClaimAgainstFloor's pairs of a claim from
+// pool and a call of floor.
+func claimBesideFloor(b *testing.B, watcher *readyWatcher, pool *v1.WarmPool, floor func() time.Duration) {
 	requests := apirequests.Take(b, testcluster.Get(b).Config)
+	gcBefore, cpuBefore := gcCPUSeconds(), cpuTime()
 	var cold atomic.Int64
-	latency.Paired(b, pairSettle, func() time.Duration {
-		return floor.WatchedOp(b, members, nil)
-	}, func() time.Duration {
+	latency.Paired(b, pairSettle, floor, func() time.Duration {
 		s, d := watcher.claim(b, pool.Name)
 		if s != nil && s.Status.LaunchType != v1.LaunchWarm {
 			cold.Add(1)
 		}
 		return d
 	})
+	// The process's CPU (the reconciler, its informers and both calls'
+	// clients) and its collector's share: what the pair takes from the
+	// cores the API server answers on.
+	b.ReportMetric(float64((cpuTime()-cpuBefore).Microseconds())/1000/float64(b.N), "cpu-ms/pair")
+	b.ReportMetric((gcCPUSeconds()-gcBefore)*1000/float64(b.N), "gc-cpu-ms/pair")
 	if cold.Load() > 0 {
 		b.Errorf("%d of %d claims were not served warm", cold.Load(), b.N)
 	}
@@ -328,4 +355,12 @@ func refillWrite(w reconciletest.Write) bool {
 		}
 	}
 	return strings.Contains(w.Path, "/warmpools/")
+}
+
+// gcCPUSeconds is the CPU the process's garbage collector has used so far,
+// as the runtime estimates it.
+func gcCPUSeconds() float64 {
+	sample := []runtimemetrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	runtimemetrics.Read(sample)
+	return sample[0].Value.Float64()
 }

@@ -47,6 +47,10 @@ import (
 // at least 20 divided by that rate. writes=3+watch adds the two watch
 // events no controller-made claim goes without: the Sandbox's create seen
 // before the claim is written, and its Ready status seen after.
+// writes=3+watches=2 sees them as a controller-made claim's are seen: on a
+// controller's watch of every Sandbox and its client's, so that each event
+// reaches two watchers (claimfloor.Watching); writes=3+watch has one watch
+// of the Sandbox by name serve both, which no controller can.
 // writes=3+watch+relabel also relabels the member once Ready is written,
 // as the claim did off its path before its relabel waited for claims to
 // pause: its latency is not waited for, but its load on the API server
@@ -61,15 +65,16 @@ func BenchmarkClaimWrites(b *testing.B) {
 	for _, sequence := range []struct {
 		name      string
 		send      claimfloor.Send
-		watched   bool
+		watches   int
 		relabel   bool
 		informers bool
 	}{
-		{"writes=3", claimfloor.Writes, false, false, false},
-		{"writes=3+watch", claimfloor.Writes, true, false, false},
-		{"writes=3+watch+relabel", claimfloor.Writes, true, true, false},
-		{"writes=3+watch+informers", claimfloor.Writes, true, false, true},
-		{"writes=4", fourWriteClaim, false, false, false},
+		{"writes=3", claimfloor.Writes, 0, false, false},
+		{"writes=3+watch", claimfloor.Writes, 1, false, false},
+		{"writes=3+watches=2", claimfloor.Writes, 2, false, false},
+		{"writes=3+watch+relabel", claimfloor.Writes, 1, true, false},
+		{"writes=3+watch+informers", claimfloor.Writes, 1, false, true},
+		{"writes=4", fourWriteClaim, 0, false, false},
 	} {
 		for _, clients := range []int{1, 20} {
 			b.Run(fmt.Sprintf("%s/clients=%d", sequence.name, clients), func(b *testing.B) {
@@ -82,14 +87,18 @@ func BenchmarkClaimWrites(b *testing.B) {
 				if sequence.relabel {
 					relabels = &errgroup.Group{}
 				}
+				op := func() time.Duration { return floor.Op(b, members, sequence.send) }
+				switch sequence.watches {
+				case 1:
+					op = func() time.Duration { return floor.WatchedOp(b, members, relabels) }
+				case 2:
+					watching := floor.Watch(b)
+					defer watching.Close()
+					op = func() time.Duration { return watching.Op(b, members) }
+				}
 				requests := apirequests.Take(b, cluster.Config)
 				start := time.Now()
-				latency.Run(b, clients, func() time.Duration {
-					if sequence.watched {
-						return floor.WatchedOp(b, members, relabels)
-					}
-					return floor.Op(b, members, sequence.send)
-				})
+				latency.Run(b, clients, op)
 				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "claims/s")
 				apirequests.Report(b, cluster.Config, requests, "claim")
 				if relabels != nil {

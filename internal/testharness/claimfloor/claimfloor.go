@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,8 +52,8 @@ type Floor struct {
 	watcher client.WithWatch
 }
 
-// New is a Floor whose objects carry labels.
-func New(b *testing.B, labels map[string]string) *Floor {
+// New is a Floor whose objects carry objectLabels.
+func New(b *testing.B, objectLabels map[string]string) *Floor {
 	cluster := testcluster.Get(b)
 	c := cluster.Client
 	watcher, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: c.Scheme()})
@@ -63,7 +64,7 @@ func New(b *testing.B, labels map[string]string) *Floor {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &Floor{writers: Writers{Client: c, Controller: reconciler, Labels: labels}, watcher: watcher}
+	return &Floor{writers: Writers{Client: c, Controller: reconciler, Labels: objectLabels}, watcher: watcher}
 }
 
 // AsReconciler is cfg as the reconciler's service account. The controller's
@@ -96,8 +97,117 @@ func (f *Floor) WatchedOp(b *testing.B, members <-chan *corev1.Namespace, relabe
 		if err != nil {
 			return nil, nil, err
 		}
-		return watched(events, relabels), events.Stop, nil
+		return watched(events.ResultChan(), events.ResultChan(), relabels), events.Stop, nil
 	})
+}
+
+// Watching sends the Floor's claims as WatchedOp does, but seen as a
+// controller and its client see a controller-made claim: each on a watch
+// of its own of every Sandbox the Floor writes, opened once (Floor.Watch).
+// The controller's watch cannot be one of the claim's Sandbox by name, as
+// WatchedOp's is, since no controller knows a Sandbox's name before its
+// create; nor is it the client's, which waits for Ready. So each event of
+// the claim reaches two watchers, as a claim's reach the reconciler's
+// informer and its client's watch. WatchedOp, its one watch by name
+// serving both, sends less than any controller can.
+type Watching struct {
+	floor              *Floor
+	controller, client *router
+}
+
+// Watch opens the controller's and the client's watches of the Floor's
+// Sandboxes. Close them before any other of the Floor's calls is timed,
+// or they watch those too.
+func (f *Floor) Watch(b *testing.B) *Watching {
+	w := &Watching{floor: f}
+	for _, r := range []**router{&w.controller, &w.client} {
+		events, err := f.watcher.Watch(context.Background(), &v1.SandboxList{}, client.MatchingLabels(f.writers.Labels))
+		if err != nil {
+			b.Fatal(err)
+		}
+		*r = newRouter(events)
+	}
+	return w
+}
+
+// Op is one claim of a member from members, timed from the Sandbox's
+// create until the client's watch has delivered its Ready status; the
+// claim is written once the controller's watch has delivered the create.
+func (w *Watching) Op(b *testing.B, members <-chan *corev1.Namespace) time.Duration {
+	return w.floor.op(b, members, func(s *v1.Sandbox) (Send, func(), error) {
+		created, ready := w.controller.expect(s.Name), w.client.expect(s.Name)
+		stop := func() {
+			w.controller.forget(s.Name)
+			w.client.forget(s.Name)
+		}
+		return watched(created, ready, nil), stop, nil
+	})
+}
+
+// Close stops both watches.
+func (w *Watching) Close() {
+	w.controller.events.Stop()
+	w.client.events.Stop()
+}
+
+// router hands each event of a watch to the call waiting for its Sandbox.
+type router struct {
+	events watch.Interface
+
+	mu      sync.Mutex
+	waiters map[string]chan watch.Event
+}
+
+func newRouter(events watch.Interface) *router {
+	r := &router{events: events, waiters: map[string]chan watch.Event{}}
+	go func() {
+		for e := range events.ResultChan() {
+			r.deliver(e)
+		}
+		// Ended: whoever waits is told so, by a closed channel.
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for name, ch := range r.waiters {
+			close(ch)
+			delete(r.waiters, name)
+		}
+		r.waiters = nil
+	}()
+	return r
+}
+
+// expect is the events of the Sandbox name from now on.
+func (r *router) expect(name string) <-chan watch.Event {
+	// Two events reach a call (the create and the Ready status); room for
+	// more keeps a late one from blocking the watch.
+	ch := make(chan watch.Event, 8)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.waiters == nil {
+		close(ch)
+		return ch
+	}
+	r.waiters[name] = ch
+	return ch
+}
+
+func (r *router) forget(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.waiters, name)
+}
+
+func (r *router) deliver(e watch.Event) {
+	s, ok := e.Object.(*v1.Sandbox)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case r.waiters[s.Name] <- e:
+	default:
+	}
 }
 
 // op times the Send that sender gives for a new Sandbox claiming a member,
@@ -130,11 +240,13 @@ func (f *Floor) op(b *testing.B, members <-chan *corev1.Namespace, sender func(*
 	return time.Since(begin)
 }
 
-// watched is Writes as a controller and its client see them (WatchedOp).
-func watched(events watch.Interface, relabels *errgroup.Group) Send {
-	seen := func(s *v1.Sandbox, ready bool) error {
-		for e := range events.ResultChan() {
-			if got, ok := e.Object.(*v1.Sandbox); ok && conditions.IsTrue(got, v1.ReadyCondition) == ready {
+// watched is Writes as a controller and its client see them: the claim is
+// written once created has delivered the Sandbox's create, and it is done
+// once ready has delivered its Ready status (WatchedOp, Watching).
+func watched(created, ready <-chan watch.Event, relabels *errgroup.Group) Send {
+	seen := func(events <-chan watch.Event, s *v1.Sandbox, isReady bool) error {
+		for e := range events {
+			if got, ok := e.Object.(*v1.Sandbox); ok && conditions.IsTrue(got, v1.ReadyCondition) == isReady {
 				return nil
 			}
 		}
@@ -144,7 +256,7 @@ func watched(events watch.Interface, relabels *errgroup.Group) Send {
 		if err := w.Client.Create(ctx, s); err != nil {
 			return err
 		}
-		if err := seen(s, false); err != nil {
+		if err := seen(created, s, false); err != nil {
 			return err
 		}
 		if err := claim(ctx, w, s, ns); err != nil {
@@ -155,7 +267,7 @@ func watched(events watch.Interface, relabels *errgroup.Group) Send {
 				return w.Controller.Patch(ctx, environment.ClaimedNamespace(ns, s, time.Now()), client.MergeFrom(ns))
 			})
 		}
-		return seen(s, true)
+		return seen(ready, s, true)
 	}
 }
 
