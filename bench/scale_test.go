@@ -332,8 +332,10 @@ func waitRootCAPublished(b *testing.B) time.Duration {
 }
 
 // waitFirstHeartbeats waits until each of the run's kwok nodes has sent
-// its first heartbeat (a status patch) and 15 s more. kwok sends a node's
-// heartbeat 600–610 s after the last one, so nodes made within seconds of
+// its first heartbeat (a status patch), then 15 s more for what the last
+// patches set off in the controller manager and the scheduler to end.
+// kwok's node-heartbeat-with-lease stage sends a node's heartbeat 600–610
+// s after the last one, so nodes made within seconds of
 // each other, as the populate makes its 1,000, send theirs together: 1,000
 // status patches in ten seconds, every ten minutes. The first of those
 // waves came in the thirty seconds at rest or with the claims when the

@@ -119,15 +119,14 @@ type Watching struct {
 // Sandboxes. Close them before any other of the Floor's calls is timed,
 // or they watch those too.
 func (f *Floor) Watch(b *testing.B) *Watching {
-	w := &Watching{floor: f}
-	for _, r := range []**router{&w.controller, &w.client} {
+	open := func() *router {
 		events, err := f.watcher.Watch(context.Background(), &v1.SandboxList{}, client.MatchingLabels(f.writers.Labels))
 		if err != nil {
 			b.Fatal(err)
 		}
-		*r = newRouter(events)
+		return newRouter(events)
 	}
-	return w
+	return &Watching{floor: f, controller: open(), client: open()}
 }
 
 // Op is one claim of a member from members, timed from the Sandbox's
