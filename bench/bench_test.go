@@ -268,7 +268,8 @@ func BenchmarkClaimAgainstFloor(b *testing.B) {
 // pool and a call of floor.
 func claimBesideFloor(b *testing.B, watcher *readyWatcher, pool *v1.WarmPool, floor func() time.Duration) {
 	requests := apirequests.Take(b, testcluster.Get(b).Config)
-	gcBefore, cpuBefore := gcCPUSeconds(), cpuTime()
+	gcBefore, _ := collected()
+	cpuBefore := cpuTime()
 	var cold atomic.Int64
 	latency.Paired(b, pairSettle, floor, func() time.Duration {
 		s, d := watcher.claim(b, pool.Name)
@@ -281,7 +282,8 @@ func claimBesideFloor(b *testing.B, watcher *readyWatcher, pool *v1.WarmPool, fl
 	// clients) and its collector's share: what the pair takes from the
 	// cores the API server answers on.
 	b.ReportMetric(float64((cpuTime()-cpuBefore).Microseconds())/1000/float64(b.N), "cpu-ms/pair")
-	b.ReportMetric((gcCPUSeconds()-gcBefore)*1000/float64(b.N), "gc-cpu-ms/pair")
+	gcAfter, _ := collected()
+	b.ReportMetric(float64((gcAfter-gcBefore).Microseconds())/1000/float64(b.N), "gc-cpu-ms/pair")
 	if cold.Load() > 0 {
 		b.Errorf("%d of %d claims were not served warm", cold.Load(), b.N)
 	}
@@ -357,10 +359,10 @@ func refillWrite(w reconciletest.Write) bool {
 	return strings.Contains(w.Path, "/warmpools/")
 }
 
-// gcCPUSeconds is the CPU the process's garbage collector has used so far,
-// as the runtime estimates it.
-func gcCPUSeconds() float64 {
-	sample := []runtimemetrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
-	runtimemetrics.Read(sample)
-	return sample[0].Value.Float64()
+// collected is what the process's garbage collector has done so far: the
+// CPU it used, as the runtime estimates it, and its cycles.
+func collected() (cpu time.Duration, cycles uint64) {
+	samples := []runtimemetrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	runtimemetrics.Read(samples)
+	return time.Duration(samples[0].Value.Float64() * float64(time.Second)), samples[1].Value.Uint64()
 }

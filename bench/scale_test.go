@@ -134,12 +134,14 @@ func BenchmarkScale(b *testing.B) {
 			}
 		}
 		add(fmt.Sprintf("claims not served warm (of %d)", claimsFrom1+claimsFrom20), strconv.Itoa(emptyClaims.cold), strconv.Itoa(claims.cold), "")
-		add("20 clients' 200 claims: time", ms(emptyClaims.took20), ms(claims.took20), ratio(float64(claims.took20), float64(emptyClaims.took20)))
+		add(fmt.Sprintf("20 clients' %d claims: time", claimsFrom20), ms(emptyClaims.took20), ms(claims.took20), ratio(float64(claims.took20), float64(emptyClaims.took20)))
 		for _, name := range append([]string{benchmarkName}, clusterProcesses...) {
 			e, s := emptyClaims.cpu20[name], claims.cpu20[name]
-			add("CPU of "+name+": at rest (30 s); while 20 clients claimed 200",
+			add(fmt.Sprintf("CPU of %s: at rest (30 s); while 20 clients claimed %d", name, claimsFrom20),
 				ms(emptyRest.cpu[name])+"; "+ms(e), ms(rest.cpu[name])+"; "+ms(s), ratio(float64(s), float64(e)))
 		}
+		add(fmt.Sprintf("this process's collector while 20 clients claimed %d: CPU, cycles", claimsFrom20),
+			fmt.Sprintf("%s, %d", ms(emptyClaims.gc20), emptyClaims.gcCycles20), fmt.Sprintf("%s, %d", ms(claims.gc20), claims.gcCycles20), ratio(float64(claims.gc20), float64(emptyClaims.gc20)))
 		add("warm claim ÷ its floor, 1 client: the median of the pairs' ratios",
 			fmt.Sprintf("%.3f", emptyClaims.perFloor), fmt.Sprintf("%.3f", claims.perFloor), ratio(claims.perFloor, emptyClaims.perFloor))
 		b.ReportMetric(claims.perFloor/emptyClaims.perFloor, "claim-per-floor-c1-ratio")
@@ -183,11 +185,11 @@ func BenchmarkScale(b *testing.B) {
 	fmt.Print(out.String())
 }
 
-// claimLatencies claims from a full pool, 100 times from 1 client and 200
-// times from 20 clients, and returns the latencies of each, created to
-// Ready as a watch sees it. The pool has a member for every claim, as
-// BenchmarkWarmClaim's has, so no claim waits for the pool to refill. The
-// pool and its sandboxes are deleted before it returns: the pool's refill
+// claimLatencies claims from a full pool, claimsFrom1 times from 1 client
+// and claimsFrom20 times from 20 clients, and returns the latencies of
+// each, created to Ready as a watch sees it. The pool has a member for
+// every claim, as BenchmarkWarmClaim's has, so no claim waits for the pool
+// to refill. The pool and its sandboxes are deleted before it returns: the pool's refill
 // would otherwise load what is measured next (the rest, the burst).
 //
 // The claims from one client are paired with their floor
@@ -224,8 +226,11 @@ func claimLatencies(b *testing.B, w *readyWatcher, floor *claimfloor.Floor) clai
 	var out claims
 	out.floor[1] = latency.Concurrently(20, claimsFrom20, floorOp)
 	cpu, start := clusterCPU(b), time.Now()
+	gcCPU, gcCycles := collected()
 	out.latencies[1] = latency.Concurrently(20, claimsFrom20, claim)
 	out.took20, out.cpu20 = time.Since(start), since(b, cpu)
+	gcCPUAfter, gcCyclesAfter := collected()
+	out.gc20, out.gcCycles20 = gcCPUAfter-gcCPU, gcCyclesAfter-gcCycles
 	// The pool refills what the twenty clients took before the one
 	// client claims, paired and resting, from a pool as full as theirs.
 	waitRefilled(b, pool)
@@ -252,6 +257,11 @@ type claims struct {
 	// meanwhile.
 	took20 time.Duration
 	cpu20  map[string]time.Duration
+	// gc20 and gcCycles20 are what this process's collector did
+	// meanwhile: at scale each of its cycles marks a heap seven times the
+	// empty cluster's.
+	gc20       time.Duration
+	gcCycles20 uint64
 	// cold is how many of the claims a member did not serve.
 	cold int
 }
@@ -427,19 +437,21 @@ func removePool(b *testing.B, pool *v1.WarmPool) {
 }
 
 // apiCreateLatencies is the API server's own floor beside the claims: a
-// ConfigMap created, in the claims' shape (100 from 1 client, 200 from 20),
-// as BenchmarkAPICreate creates them. Its growth with the cluster is the
-// API server's, not the reconciler's.
+// ConfigMap created, in the claims' shape (claimsFrom1 times from 1
+// client, claimsFrom20 from 20), as BenchmarkAPICreate creates them. Its
+// growth with the cluster is the API server's, not the reconciler's.
 func apiCreateLatencies(b *testing.B) [2][]time.Duration {
 	c, ns := testcluster.Get(b).Client, floorNamespace(b)
 	return latencies(func() time.Duration { return createConfigMap(b, c, ns) })
 }
 
 // claimsFrom1 and claimsFrom20 are how many claims (and floor calls) are
-// timed from 1 and from 20 clients: ten waves of 20 at least,
-// since the median of two waves (40 claims, until 2026-12-06) moved by half
-// between runs of one build.
-const claimsFrom1, claimsFrom20 = 100, 200
+// timed from 1 and from 20 clients. The median of two waves of 20 (40
+// claims, until 2026-12-06) moved by half between runs of one build; the
+// p99 of 100 and of 200 (until 2026-12-07) was their second-largest, and
+// the floor's moved from 0.40× to 1.65× the empty cluster's between runs.
+// Of 300 and 600 it is the fourth- and the seventh-largest.
+const claimsFrom1, claimsFrom20 = 300, 600
 
 // latencies runs op claimsFrom1 times from 1 client and claimsFrom20 times
 // from 20 clients, and returns what each took, sorted, by run.
