@@ -189,8 +189,9 @@ func BenchmarkScale(b *testing.B) {
 // and claimsFrom20 times from 20 clients, and returns the latencies of
 // each, created to Ready as a watch sees it. The pool has a member for
 // every claim, as BenchmarkWarmClaim's has, so no claim waits for the pool
-// to refill. The pool and its sandboxes are deleted before it returns: the pool's refill
-// would otherwise load what is measured next (the rest, the burst).
+// to refill. The pool and its sandboxes are deleted before it returns: the
+// pool's refill would otherwise load what is measured next (the rest, the
+// burst).
 //
 // The claims from one client are paired with their floor
 // (claimfloor.Watching), as BenchmarkClaimAgainstFloor pairs them: the
