@@ -16,7 +16,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	runtimemetrics "runtime/metrics"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/pkg/runtime/conditions"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -32,7 +32,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
@@ -268,8 +267,7 @@ func BenchmarkClaimAgainstFloor(b *testing.B) {
 // pool and a call of floor.
 func claimBesideFloor(b *testing.B, watcher *readyWatcher, pool *v1.WarmPool, floor func() time.Duration) {
 	requests := apirequests.Take(b, testcluster.Get(b).Config)
-	gcBefore, _ := collected()
-	cpuBefore := cpuTime()
+	before, cpuBefore := countProcess(b), cpuTime()
 	var cold atomic.Int64
 	latency.Paired(b, pairSettle, floor, func() time.Duration {
 		s, d := watcher.claim(b, pool.Name)
@@ -282,8 +280,7 @@ func claimBesideFloor(b *testing.B, watcher *readyWatcher, pool *v1.WarmPool, fl
 	// clients) and its collector's share: what the pair takes from the
 	// cores the API server answers on.
 	b.ReportMetric(float64((cpuTime()-cpuBefore).Microseconds())/1000/float64(b.N), "cpu-ms/pair")
-	gcAfter, _ := collected()
-	b.ReportMetric(float64((gcAfter-gcBefore).Microseconds())/1000/float64(b.N), "gc-cpu-ms/pair")
+	b.ReportMetric(float64(countProcess(b).since(before).gcCPU.Microseconds())/1000/float64(b.N), "gc-cpu-ms/pair")
 	if cold.Load() > 0 {
 		b.Errorf("%d of %d claims were not served warm", cold.Load(), b.N)
 	}
@@ -299,23 +296,12 @@ const pairSettle = 10 * time.Millisecond
 // sandboxPasses is how many passes the sandbox controller has made in this
 // process, as controller-runtime counts them for its metrics.
 func sandboxPasses(b *testing.B) float64 {
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
 	var passes float64
-	for _, family := range families {
-		if family.GetName() != "controller_runtime_reconcile_total" {
-			continue
+	sandboxSeries(b, func(family string, m *dto.Metric) {
+		if family == "controller_runtime_reconcile_total" {
+			passes += m.GetCounter().GetValue()
 		}
-		for _, m := range family.GetMetric() {
-			for _, label := range m.GetLabel() {
-				if label.GetName() == "controller" && label.GetValue() == "sandbox" {
-					passes += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
+	})
 	return passes
 }
 
@@ -357,12 +343,4 @@ func refillWrite(w reconciletest.Write) bool {
 		}
 	}
 	return strings.Contains(w.Path, "/warmpools/")
-}
-
-// collected is what the process's garbage collector has done so far: the
-// CPU it used, as the runtime estimates it, and its cycles.
-func collected() (cpu time.Duration, cycles uint64) {
-	samples := []runtimemetrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/gc/cycles/total:gc-cycles"}}
-	runtimemetrics.Read(samples)
-	return time.Duration(samples[0].Value.Float64() * float64(time.Second)), samples[1].Value.Uint64()
 }

@@ -140,8 +140,15 @@ func BenchmarkScale(b *testing.B) {
 			add(fmt.Sprintf("CPU of %s: at rest (30 s); while 20 clients claimed %d", name, claimsFrom20),
 				ms(emptyRest.cpu[name])+"; "+ms(e), ms(rest.cpu[name])+"; "+ms(s), ratio(float64(s), float64(e)))
 		}
+		e, s := emptyClaims.inside20, claims.inside20
 		add(fmt.Sprintf("this process's collector while 20 clients claimed %d: CPU, cycles", claimsFrom20),
-			fmt.Sprintf("%s, %d", ms(emptyClaims.gc20), emptyClaims.gcCycles20), fmt.Sprintf("%s, %d", ms(claims.gc20), claims.gcCycles20), ratio(float64(claims.gc20), float64(emptyClaims.gc20)))
+			fmt.Sprintf("%s, %d", ms(e.gcCPU), e.gcCycles), fmt.Sprintf("%s, %d", ms(s.gcCPU), s.gcCycles), ratio(float64(s.gcCPU), float64(e.gcCPU)))
+		add("meanwhile its goroutines' wait for a core: p50, p99",
+			ms(e.runWait(0.5))+", "+ms(e.runWait(0.99)), ms(s.runWait(0.5))+", "+ms(s.runWait(0.99)), ratio(float64(s.runWait(0.99)), float64(e.runWait(0.99))))
+		add("meanwhile the sandbox controller's requests: count, wait in its queue",
+			e.queued.String(), s.queued.String(), ratio(float64(s.queued.mean()), float64(e.queued.mean())))
+		add("meanwhile the sandbox controller's passes: count, time",
+			e.passes.String(), s.passes.String(), ratio(float64(s.passes.mean()), float64(e.passes.mean())))
 		add("warm claim ÷ its floor, 1 client: the median of the pairs' ratios",
 			fmt.Sprintf("%.3f", emptyClaims.perFloor), fmt.Sprintf("%.3f", claims.perFloor), ratio(claims.perFloor, emptyClaims.perFloor))
 		b.ReportMetric(claims.perFloor/emptyClaims.perFloor, "claim-per-floor-c1-ratio")
@@ -226,12 +233,9 @@ func claimLatencies(b *testing.B, w *readyWatcher, floor *claimfloor.Floor) clai
 	waitRootCAPublished(b)
 	var out claims
 	out.floor[1] = latency.Concurrently(20, claimsFrom20, floorOp)
-	cpu, start := clusterCPU(b), time.Now()
-	gcCPU, gcCycles := collected()
+	cpu, inside, start := clusterCPU(b), countProcess(b), time.Now()
 	out.latencies[1] = latency.Concurrently(20, claimsFrom20, claim)
-	out.took20, out.cpu20 = time.Since(start), since(b, cpu)
-	gcCPUAfter, gcCyclesAfter := collected()
-	out.gc20, out.gcCycles20 = gcCPUAfter-gcCPU, gcCyclesAfter-gcCycles
+	out.took20, out.cpu20, out.inside20 = time.Since(start), since(b, cpu), countProcess(b).since(inside)
 	// The pool refills what the twenty clients took before the one
 	// client claims, paired and resting, from a pool as full as theirs.
 	waitRefilled(b, pool)
@@ -258,11 +262,10 @@ type claims struct {
 	// meanwhile.
 	took20 time.Duration
 	cpu20  map[string]time.Duration
-	// gc20 and gcCycles20 are what this process's collector did
-	// meanwhile: at scale each of its cycles marks a larger heap (at
-	// 10,000 sandboxes, run 14, seven times the empty cluster's).
-	gc20       time.Duration
-	gcCycles20 uint64
+	// inside20 is how those claims were served in this process: at
+	// scale each of its collector's cycles marks a larger heap (at 10,000
+	// sandboxes, run 14, seven times the empty cluster's).
+	inside20 processCounts
 	// cold is how many of the claims a member did not serve.
 	cold int
 }
