@@ -3,6 +3,7 @@ package warmpool_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -535,24 +536,61 @@ func TestOrphanedMembersAreRemoved(t *testing.T) {
 
 // TestNewMemberNeverBuildsIntoAnExistingNamespace: a new member's name is
 // new, so a namespace of that name is someone else's (a sandbox named like
-// a member, an administrator's), and nothing is created in it.
+// a member, an administrator's, another pool's member), and nothing is
+// created in it; unless it is the member's own, made by a first attempt of
+// the same create (client-go sends a create again after a 5xx with
+// Retry-After), which the build goes on with.
 func TestNewMemberNeverBuildsIntoAnExistingNamespace(t *testing.T) {
 	ctx := context.Background()
 	c := testcluster.Get(t).Client
-	theirs := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("sandbox-wp-taken")}}
-	if err := c.Create(ctx, theirs); err != nil {
-		t.Fatal(err)
+	member := map[string]string{v1.LabelWarmPoolUID: "pool-uid", v1.LabelMember: v1.MemberAvailable, v1.LabelTemplateHash: "hash"}
+	anotherPools := maps.Clone(member)
+	anotherPools[v1.LabelWarmPoolUID] = "another-pool-uid"
+	for _, tc := range []struct {
+		name   string
+		theirs map[string]string
+		ours   bool
+	}{
+		{"someone else's", nil, false},
+		{"another pool's member", anotherPools, false},
+		{"this create's, sent again", member, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			existing := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("sandbox-wp-taken"), Labels: hidden(tc.theirs)}}
+			if err := c.Create(ctx, existing); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Delete(context.Background(), existing) })
+			r := warmpool.NewWithClient(c)
+			probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: existing.Name}}
+			build := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: existing.Name, Labels: hidden(member)}}
+			err := r.CreateAll(ctx, []client.Object{build, probe})
+			probeErr := c.Get(ctx, client.ObjectKeyFromObject(probe), &corev1.ConfigMap{})
+			if tc.ours {
+				if err != nil || probeErr != nil {
+					t.Errorf("the build did not go on in its own namespace: %v; the probe: %v", err, probeErr)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "namespace "+existing.Name+" exists and is not a member of this pool") {
+				t.Errorf("building a member into an existing namespace: %v", err)
+			}
+			if !apierrors.IsNotFound(probeErr) {
+				t.Errorf("the build created %s/%s in a namespace that is not the pool's: %v", probe.Namespace, probe.Name, probeErr)
+			}
+		})
 	}
-	t.Cleanup(func() { _ = c.Delete(context.Background(), theirs) })
-	r := warmpool.NewWithClient(c)
-	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: theirs.Name}}
-	err := r.CreateAll(ctx, []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: theirs.Name}}, probe})
-	if err == nil || !strings.Contains(err.Error(), "namespace "+theirs.Name+" exists and is not a member of this pool") {
-		t.Errorf("building a member into an existing namespace: %v", err)
+}
+
+// hidden is labels and reconciletest.Hidden, which keeps the running
+// controllers from acting on a namespace only the test's build uses.
+func hidden(labels map[string]string) map[string]string {
+	out := maps.Clone(labels)
+	if out == nil {
+		out = map[string]string{}
 	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(probe), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
-		t.Errorf("the build created %s/%s in a namespace that is not the pool's: %v", probe.Namespace, probe.Name, err)
-	}
+	out[reconciletest.Hidden] = "true"
+	return out
 }
 
 // TestDeletedPoolSparesItsClaimedMembers: a pool deleted in the foreground,

@@ -86,11 +86,18 @@ func (f freshness) outdated(m environment.Member) dropReason {
 func (r *Reconciler) createAll(ctx context.Context, objs []client.Object) error {
 	for _, obj := range objs {
 		err := r.Create(ctx, obj)
-		if _, isNamespace := obj.(*corev1.Namespace); isNamespace && apierrors.IsAlreadyExists(err) {
+		if ns, isNamespace := obj.(*corev1.Namespace); isNamespace && apierrors.IsAlreadyExists(err) {
 			// Only a new member's build starts with its namespace, and its
 			// name is new: one that exists is someone else's (a sandbox
-			// named like a member, say), never to be built into.
-			return fmt.Errorf("namespace %s exists and is not a member of this pool; the next member gets another name", obj.GetName())
+			// named like a member, say), never to be built into, unless it
+			// is this very create's. client-go sends a create again when the
+			// API server answers it 5xx with Retry-After, as it does when
+			// etcd was slow to confirm a write it then made; under load a
+			// pool's refill met its own namespace that way.
+			if !r.madeByThisCreate(ctx, ns) {
+				return fmt.Errorf("namespace %s exists and is not a member of this pool; the next member gets another name", obj.GetName())
+			}
+			continue
 		}
 		if err == nil || apierrors.IsAlreadyExists(err) {
 			continue
@@ -104,6 +111,25 @@ func (r *Reconciler) createAll(ctx context.Context, objs []client.Object) error 
 		return fmt.Errorf("failed to create %T %s: %w", obj, obj.GetName(), err)
 	}
 	return nil
+}
+
+// madeByThisCreate tells whether the namespace called like want is the one
+// want describes: an available member of the same pool and template, not
+// being deleted. Nothing but this build gives a new name those labels.
+func (r *Reconciler) madeByThisCreate(ctx context.Context, want *corev1.Namespace) bool {
+	if want.Labels[v1.LabelWarmPoolUID] == "" {
+		return false
+	}
+	got := &corev1.Namespace{}
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil || got.DeletionTimestamp != nil {
+		return false
+	}
+	for _, label := range []string{v1.LabelWarmPoolUID, v1.LabelMember, v1.LabelTemplateHash} {
+		if got.Labels[label] != want.Labels[label] {
+			return false
+		}
+	}
+	return true
 }
 
 // memberName is sandbox-wp-<pool>-<8 hex>, cut to the 63 characters a
