@@ -82,7 +82,7 @@ func BenchmarkScale(b *testing.B) {
 		watcher := newReadyWatcher(b)
 		claimFloor := claimfloor.New(b, map[string]string{reconciletest.Hidden: "true"})
 		emptyFloor := apiCreateLatencies(b)
-		emptyClaims := claimLatencies(b, watcher, claimFloor)
+		emptyClaims := claimLatencies(b, watcher, claimFloor, "empty")
 		emptyRest := atRest(b, "empty")
 
 		run := testcluster.Name("scale")
@@ -114,7 +114,7 @@ func BenchmarkScale(b *testing.B) {
 		b.ReportMetric(float64(rest.heap)/(1<<20), "rest-heap-MiB")
 
 		floor := apiCreateLatencies(b)
-		claims := claimLatencies(b, watcher, claimFloor)
+		claims := claimLatencies(b, watcher, claimFloor, "scale")
 		for i, clients := range []int{1, 20} {
 			for _, p := range []float64{0.5, 0.99} {
 				e, s := percentile(emptyFloor[i], p), percentile(floor[i], p)
@@ -211,8 +211,10 @@ func BenchmarkScale(b *testing.B) {
 // at a time over 10,000 Sandboxes, loaded the API server beyond what the
 // claims see; the floor's two watches are now opened once.) The claims
 // from twenty clients come first, right after their floor from twenty
-// clients.
-func claimLatencies(b *testing.B, w *readyWatcher, floor *claimfloor.Floor) claims {
+// clients. label names the cluster's state in the profiles, when
+// AGENTSANDBOX_SCALE_CPUPROFILE asks for them, of the twenty
+// clients' floor and claims.
+func claimLatencies(b *testing.B, w *readyWatcher, floor *claimfloor.Floor, label string) claims {
 	pool := fullPool(b, int32(claimsFrom1+claimsFrom20))
 	var cold atomic.Int64
 	claim := func() time.Duration {
@@ -232,10 +234,15 @@ func claimLatencies(b *testing.B, w *readyWatcher, floor *claimfloor.Floor) clai
 	// cluster's once while the claims after it measured 1.02×.)
 	waitRootCAPublished(b)
 	var out claims
+	profiled := profileAPIServer(b, "floor20-"+label, phaseProfile)
 	out.floor[1] = latency.Concurrently(20, claimsFrom20, floorOp)
+	profiled()
+	profiled, processProfiled := profileAPIServer(b, "claims20-"+label, phaseProfile), profileProcess(b, "claims20-"+label)
 	cpu, inside, start := clusterCPU(b), countProcess(b), time.Now()
 	out.latencies[1] = latency.Concurrently(20, claimsFrom20, claim)
 	out.took20, out.cpu20, out.inside20 = time.Since(start), since(b, cpu), countProcess(b).since(inside)
+	profiled()
+	processProfiled()
 	// The pool refills what the twenty clients took before the one
 	// client claims, paired and resting, from a pool as full as theirs.
 	waitRefilled(b, pool)
@@ -500,11 +507,13 @@ func atRest(b *testing.B, label string) rest {
 }
 
 // profileAPIServer takes the API server's CPU profile over d, when
-// AGENTSANDBOX_SCALE_APISERVER_PROFILE names a path prefix, into
-// <prefix>-<label>.pprof: where its CPU at rest goes (go tool pprof
-// -top). The returned function waits for it.
+// AGENTSANDBOX_SCALE_CPUPROFILE names a path prefix, into
+// <prefix>-<label>.pprof: where its CPU goes at rest and under the twenty
+// clients' floor and claims (go tool pprof -top, or -diff_base for the
+// empty cluster's against the full one's). The returned function waits
+// for it.
 func profileAPIServer(b *testing.B, label string, d time.Duration) (wait func()) {
-	prefix := os.Getenv("AGENTSANDBOX_SCALE_APISERVER_PROFILE")
+	prefix := os.Getenv("AGENTSANDBOX_SCALE_CPUPROFILE")
 	if prefix == "" {
 		return func() {}
 	}
@@ -526,6 +535,35 @@ func profileAPIServer(b *testing.B, label string, d time.Duration) (wait func())
 	return func() {
 		if err := <-done; err != nil {
 			b.Errorf("the API server's CPU profile: %v", err)
+		}
+	}
+}
+
+// phaseProfile is how long the profiles of the twenty clients' floor and
+// claims run: both take 3 s or more (4.4 s for the claims on the empty
+// cluster in run 14), and a profile longer than its phase would count
+// what follows it.
+const phaseProfile = 3 * time.Second
+
+// profileProcess takes this process's CPU profile, when
+// AGENTSANDBOX_SCALE_CPUPROFILE names a path prefix, into
+// <prefix>-process-<label>.pprof, until the returned function is called.
+func profileProcess(b *testing.B, label string) (stop func()) {
+	prefix := os.Getenv("AGENTSANDBOX_SCALE_CPUPROFILE")
+	if prefix == "" {
+		return func() {}
+	}
+	f, err := os.Create(prefix + "-process-" + label + ".pprof")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
 		}
 	}
 }
