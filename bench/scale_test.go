@@ -121,7 +121,7 @@ func BenchmarkScale(b *testing.B) {
 				add(fmt.Sprintf("API create p%d, %d client(s): the floor", int(p*100), clients), ms(e), ms(s), ratio(float64(s), float64(e)))
 				how := "paired with the claims"
 				if clients > 1 {
-					how = "right before the claims"
+					how = "mixed with the claims"
 				}
 				ef, sf := percentile(emptyClaims.floor[i], p), percentile(claims.floor[i], p)
 				add(fmt.Sprintf("the claim's three-write floor p%d, %d client(s), %s", int(p*100), clients, how), ms(ef), ms(sf), ratio(float64(sf), float64(ef)))
@@ -134,14 +134,14 @@ func BenchmarkScale(b *testing.B) {
 			}
 		}
 		add(fmt.Sprintf("claims not served warm (of %d)", claimsFrom1+claimsFrom20), strconv.Itoa(emptyClaims.cold), strconv.Itoa(claims.cold), "")
-		add(fmt.Sprintf("20 clients' %d claims: time", claimsFrom20), ms(emptyClaims.took20), ms(claims.took20), ratio(float64(claims.took20), float64(emptyClaims.took20)))
+		add(fmt.Sprintf("20 clients' %d claims and %d floor calls: time", claimsFrom20, claimsFrom20), ms(emptyClaims.took20), ms(claims.took20), ratio(float64(claims.took20), float64(emptyClaims.took20)))
 		for _, name := range append([]string{benchmarkName}, clusterProcesses...) {
 			e, s := emptyClaims.cpu20[name], claims.cpu20[name]
-			add(fmt.Sprintf("CPU of %s: at rest (30 s); while 20 clients claimed %d", name, claimsFrom20),
+			add(fmt.Sprintf("CPU of %s: at rest (30 s); meanwhile", name),
 				ms(emptyRest.cpu[name])+"; "+ms(e), ms(rest.cpu[name])+"; "+ms(s), ratio(float64(s), float64(e)))
 		}
 		e, s := emptyClaims.inside20, claims.inside20
-		add(fmt.Sprintf("this process's collector while 20 clients claimed %d: CPU, cycles", claimsFrom20),
+		add("meanwhile this process's collector: CPU, cycles",
 			fmt.Sprintf("%s, %d", ms(e.gcCPU), e.gcCycles), fmt.Sprintf("%s, %d", ms(s.gcCPU), s.gcCycles), ratio(float64(s.gcCPU), float64(e.gcCPU)))
 		add("meanwhile its goroutines' wait for a core: p50, p99",
 			ms(e.runWait(0.5))+", "+ms(e.runWait(0.99)), ms(s.runWait(0.5))+", "+ms(s.runWait(0.99)), ratio(float64(s.runWait(0.99)), float64(e.runWait(0.99))))
@@ -205,15 +205,20 @@ func BenchmarkScale(b *testing.B) {
 // cluster's speed drifts by a fifth between runs, and the empty cluster is
 // measured half an hour before the full one, so the floor measured beside
 // each claim tells the growth of the API server under a claim from the
-// claim's own. (Paired in waves, twenty claims against twenty floor
-// calls, the claims from twenty clients measured 3.96× the empty
-// cluster's once, and the floor 5.19×: the floor's watches, opened twenty
-// at a time over 10,000 Sandboxes, loaded the API server beyond what the
-// claims see; the floor's two watches are now opened once.) The claims
-// from twenty clients come first, right after their floor from twenty
-// clients. label names the cluster's state in the profiles, when
-// AGENTSANDBOX_SCALE_CPUPROFILE asks for them, of the twenty
-// clients' floor and claims.
+// claim's own. The claims from twenty clients run mixed with their
+// floor's calls (latency.Mixed), each client taking a claim and a floor
+// call in turn, for the same reason. (Paired in waves, twenty claims
+// against twenty floor calls, the claims from twenty clients measured
+// 3.96× the empty cluster's once, and the floor 5.19×: the floor's
+// watches, opened twenty at a time over 10,000 Sandboxes, loaded the API
+// server beyond what the claims see; the floor's two watches are now
+// opened once. Run right after the floor's calls, the claims from twenty
+// clients measured 1.45× the empty cluster's in run 14, the floor 0.75×,
+// and in the next run the other way round: it took the empty cluster's
+// claims 5.4 s, the full one's 4.3 s.) The twenty clients come first.
+// label names the cluster's state in the profiles, when
+// AGENTSANDBOX_SCALE_CPUPROFILE asks for them, of the twenty clients'
+// claims and floor.
 func claimLatencies(b *testing.B, w *readyWatcher, floor *claimfloor.Floor, label string) claims {
 	pool := fullPool(b, int32(claimsFrom1+claimsFrom20))
 	var cold atomic.Int64
@@ -228,18 +233,14 @@ func claimLatencies(b *testing.B, w *readyWatcher, floor *claimfloor.Floor, labe
 	defer watching.Close()
 	floorOp := func() time.Duration { return watching.Op(b, members) }
 	// Twenty clients first, once the controller manager has settled the
-	// namespaces just made: the floor's calls, then the claims right after
-	// them. (After the one-client claims, the twenty-client floor shared
-	// the cluster with the pool's refill, and measured 2.81× the empty
-	// cluster's once while the claims after it measured 1.02×.)
+	// namespaces just made. (After the one-client claims, the twenty-client
+	// floor shared the cluster with the pool's refill, and measured 2.81×
+	// the empty cluster's once while the claims after it measured 1.02×.)
 	waitRootCAPublished(b)
 	var out claims
-	profiled := profileAPIServer(b, "floor20-"+label, phaseProfile)
-	out.floor[1] = latency.Concurrently(20, claimsFrom20, floorOp)
-	profiled()
-	profiled, processProfiled := profileAPIServer(b, "claims20-"+label, phaseProfile), profileProcess(b, "claims20-"+label)
+	profiled, processProfiled := profileAPIServer(b, "mixed20-"+label, phaseProfile), profileProcess(b, "mixed20-"+label)
 	cpu, inside, start := clusterCPU(b), countProcess(b), time.Now()
-	out.latencies[1] = latency.Concurrently(20, claimsFrom20, claim)
+	out.floor[1], out.latencies[1] = latency.Mixed(20, claimsFrom20, floorOp, claim)
 	out.took20, out.cpu20, out.inside20 = time.Since(start), since(b, cpu), countProcess(b).since(inside)
 	profiled()
 	processProfiled()
@@ -260,16 +261,16 @@ type claims struct {
 	// latencies are the claims' from 1 and from 20 clients, sorted.
 	latencies [2][]time.Duration
 	// floor is the three-write floor's, sorted: from 1 client beside each
-	// claim, and from 20 clients right before theirs.
+	// claim, and from 20 clients mixed with theirs.
 	floor [2][]time.Duration
 	// perFloor is the median of those pairs' ratios, claim to floor.
 	perFloor float64
-	// took20 is how long the twenty clients took for their claims, and
-	// cpu20 the CPU each of the cluster's processes and this one used
-	// meanwhile.
+	// took20 is how long the twenty clients took for their claims and
+	// floor calls, and cpu20 the CPU each of the cluster's processes and
+	// this one used meanwhile.
 	took20 time.Duration
 	cpu20  map[string]time.Duration
-	// inside20 is how those claims were served in this process: at
+	// inside20 is how they were served in this process: at
 	// scale each of its collector's cycles marks a larger heap (at 10,000
 	// sandboxes, run 14, seven times the empty cluster's).
 	inside20 processCounts
@@ -539,11 +540,12 @@ func profileAPIServer(b *testing.B, label string, d time.Duration) (wait func())
 	}
 }
 
-// phaseProfile is how long the profiles of the twenty clients' floor and
-// claims run: both take 3 s or more (4.4 s for the claims on the empty
-// cluster in run 14), and a profile longer than its phase would count
-// what follows it.
-const phaseProfile = 3 * time.Second
+// phaseProfile is how long the API server's profile of the twenty
+// clients' claims and floor calls runs: they take 8 s or more (before they
+// were mixed, 4.3–6.2 s for the claims alone, 3.1–4.1 s for the floor's
+// calls), and a profile longer than its phase would count what follows
+// it.
+const phaseProfile = 8 * time.Second
 
 // profileProcess takes this process's CPU profile, when
 // AGENTSANDBOX_SCALE_CPUPROFILE names a path prefix, into

@@ -22,31 +22,64 @@ func Run(b *testing.B, clients int, op func() time.Duration) {
 // Concurrently calls op n times from clients goroutines, each call timing
 // itself, and returns the n times in ascending order.
 func Concurrently(clients, n int, op func() time.Duration) []time.Duration {
+	return spread(clients, n, op)[0]
+}
+
+// Mixed calls floor and op n times each from clients goroutines, each
+// goroutine alternating between them and every other one starting with
+// floor, and returns the times of each in ascending order. Both then run
+// under the same load, clients calls of both kinds under way at once, so
+// that a change in the cluster's speed while they run moves both alike,
+// as Pairs has it for one client.
+func Mixed(clients, n int, floor, op func() time.Duration) (floors, ops []time.Duration) {
+	took := spread(clients, n, floor, op)
+	return took[0], took[1]
+}
+
+// spread calls each of calls n times from clients goroutines, each
+// goroutine taking them in turn, starting with the one its number picks
+// (of the ones with calls left), and returns the times of each call, in
+// ascending order.
+func spread(clients, n int, calls ...func() time.Duration) [][]time.Duration {
 	var (
 		mu   sync.Mutex
-		next int
-		took = make([]time.Duration, 0, n)
+		left = make([]int, len(calls))
+		took = make([][]time.Duration, len(calls))
 		wg   sync.WaitGroup
 	)
-	for range clients {
+	for i := range calls {
+		left[i], took[i] = n, make([]time.Duration, 0, n)
+	}
+	// next is the first call from turn on with calls left, or -1.
+	next := func(turn int) int {
+		for i := range calls {
+			if k := (turn + i) % len(calls); left[k] > 0 {
+				left[k]--
+				return k
+			}
+		}
+		return -1
+	}
+	for client := range clients {
 		wg.Go(func() {
-			for {
+			for turn := client; ; turn++ {
 				mu.Lock()
-				if next >= n {
-					mu.Unlock()
+				k := next(turn)
+				mu.Unlock()
+				if k < 0 {
 					return
 				}
-				next++
-				mu.Unlock()
-				d := op()
+				d := calls[k]()
 				mu.Lock()
-				took = append(took, d)
+				took[k] = append(took[k], d)
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	slices.Sort(took)
+	for _, t := range took {
+		slices.Sort(t)
+	}
 	return took
 }
 

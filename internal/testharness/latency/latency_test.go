@@ -3,6 +3,7 @@ package latency_test
 import (
 	"flag"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,6 +56,61 @@ func TestConcurrentlyKeepsToItsClients(t *testing.T) {
 	}
 	if m := most.Load(); m != 5 {
 		t.Errorf("at most %d calls under way at once, want 5", m)
+	}
+}
+
+// TestMixedRunsBothUnderTheSameLoad runs 30 calls each of a floor and an
+// operation from 4 clients and checks that each kind's times come back as
+// its own, sorted, that no more than 4 calls were under way at once, and
+// that both kinds were under way together, two of each at the start (the
+// first four calls wait for each other).
+func TestMixedRunsBothUnderTheSameLoad(t *testing.T) {
+	var (
+		mu                    sync.Mutex
+		inFlight              [2]int
+		calls, most, together int
+		allStarted            = make(chan struct{})
+	)
+	call := func(kind int, took time.Duration) func() time.Duration {
+		return func() time.Duration {
+			mu.Lock()
+			inFlight[kind]++
+			calls++
+			first := calls <= 4
+			if calls == 4 {
+				close(allStarted)
+			}
+			most = max(most, inFlight[0]+inFlight[1])
+			together = max(together, min(inFlight[0], inFlight[1]))
+			mu.Unlock()
+			if first {
+				select {
+				case <-allStarted:
+				case <-time.After(5 * time.Second):
+					t.Error("the first four calls were not under way together")
+				}
+			}
+			time.Sleep(time.Millisecond)
+			mu.Lock()
+			inFlight[kind]--
+			mu.Unlock()
+			return took
+		}
+	}
+	floors, ops := latency.Mixed(4, 30, call(0, time.Millisecond), call(1, 3*time.Millisecond))
+	if len(floors) != 30 || len(ops) != 30 {
+		t.Fatalf("got %d floor and %d op times, want 30 each", len(floors), len(ops))
+	}
+	for i := range floors {
+		if floors[i] != time.Millisecond || ops[i] != 3*time.Millisecond {
+			t.Fatalf("the times came back mixed up: floors %v, ops %v", floors, ops)
+		}
+	}
+	if most > 4 {
+		t.Errorf("%d calls under way at once, want at most 4", most)
+	}
+	if together != 2 {
+		t.Errorf("at most %d calls of each kind under way together, want 2", together)
 	}
 }
 
