@@ -215,7 +215,7 @@ func BenchmarkScale(b *testing.B) {
 // opened once. Run right after the floor's calls, the claims from twenty
 // clients measured 1.45× the empty cluster's in run 14, the floor 0.75×,
 // and in the next run the other way round: it took the empty cluster's
-// claims 5.4 s, the full one's 4.3 s.) The twenty clients come first.
+// claims 5.4 s, the full one's 4.2 s.) The twenty clients come first.
 // label names the cluster's state in the profiles, when
 // AGENTSANDBOX_SCALE_CPUPROFILE asks for them, of the twenty clients'
 // claims and floor.
@@ -541,10 +541,9 @@ func profileAPIServer(b *testing.B, label string, d time.Duration) (wait func())
 }
 
 // phaseProfile is how long the API server's profile of the twenty
-// clients' claims and floor calls runs: they take 8 s or more (before they
-// were mixed, 4.3–6.2 s for the claims alone, 3.1–4.1 s for the floor's
-// calls), and a profile longer than its phase would count what follows
-// it.
+// clients' claims and floor calls runs: the claims alone took 4.2–6.2 s
+// in runs 14 and 15, and the floor's calls are as many and about as slow;
+// a profile longer than its phase would count what follows it.
 const phaseProfile = 8 * time.Second
 
 // profileProcess takes this process's CPU profile, when
