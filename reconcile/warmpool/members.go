@@ -91,9 +91,10 @@ func (r *Reconciler) createAll(ctx context.Context, objs []client.Object) error 
 			// name is new: one that exists is someone else's (a sandbox
 			// named like a member, say), never to be built into, unless it
 			// is this very create's. client-go sends a create again when the
-			// API server answers it 5xx with Retry-After, as it does when
-			// etcd was slow to confirm a write it then made; under load a
-			// pool's refill met its own namespace that way.
+			// API server answers it 5xx with Retry-After, as it does (500,
+			// ServerTimeout) when etcd did not confirm the write in time,
+			// which etcd may still make. Under load a pool's refill once met
+			// a namespace of its new member's name, likely so.
 			if !r.madeByThisCreate(ctx, ns) {
 				return fmt.Errorf("namespace %s exists and is not a member of this pool; the next member gets another name", obj.GetName())
 			}
