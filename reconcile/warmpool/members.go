@@ -95,7 +95,11 @@ func (r *Reconciler) createAll(ctx context.Context, objs []client.Object) error 
 			// ServerTimeout) when etcd did not confirm the write in time,
 			// which etcd may still make. Under load a pool's refill once met
 			// a namespace of its new member's name, likely so.
-			if !r.madeByThisCreate(ctx, ns) {
+			ours, err := r.madeByThisCreate(ctx, ns)
+			if err != nil {
+				return fmt.Errorf("namespace %s exists, and reading whose it is failed: %w", obj.GetName(), err)
+			}
+			if !ours {
 				return fmt.Errorf("namespace %s exists and is not a member of this pool; the next member gets another name", obj.GetName())
 			}
 			continue
@@ -117,20 +121,24 @@ func (r *Reconciler) createAll(ctx context.Context, objs []client.Object) error 
 // madeByThisCreate tells whether the namespace called like want is the one
 // want describes: an available member of the same pool and template, not
 // being deleted. Nothing but this build gives a new name those labels.
-func (r *Reconciler) madeByThisCreate(ctx context.Context, want *corev1.Namespace) bool {
+func (r *Reconciler) madeByThisCreate(ctx context.Context, want *corev1.Namespace) (bool, error) {
 	if want.Labels[v1.LabelWarmPoolUID] == "" {
-		return false
+		return false, nil
 	}
 	got := &corev1.Namespace{}
-	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil || got.DeletionTimestamp != nil {
-		return false
+	if err := r.apiReader.Get(ctx, client.ObjectKeyFromObject(want), got); err != nil {
+		// Gone again since the create: not this build's to go on with.
+		return false, client.IgnoreNotFound(err)
+	}
+	if got.DeletionTimestamp != nil {
+		return false, nil
 	}
 	for _, label := range []string{v1.LabelWarmPoolUID, v1.LabelMember, v1.LabelTemplateHash} {
 		if got.Labels[label] != want.Labels[label] {
-			return false
+			return false, nil
 		}
 	}
-	return true
+	return true, nil
 }
 
 // memberName is sandbox-wp-<pool>-<8 hex>, cut to the 63 characters a
