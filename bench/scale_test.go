@@ -152,6 +152,9 @@ func BenchmarkScale(b *testing.B) {
 		add("warm claim ÷ its floor, 1 client: the median of the pairs' ratios",
 			fmt.Sprintf("%.3f", emptyClaims.perFloor), fmt.Sprintf("%.3f", claims.perFloor), ratio(claims.perFloor, emptyClaims.perFloor))
 		b.ReportMetric(claims.perFloor/emptyClaims.perFloor, "claim-per-floor-c1-ratio")
+		for _, row := range claimLoadRows(emptyClaims, claims) {
+			add(row.what, row.empty, row.atScale, row.ratio)
+		}
 
 		burst := claimBurst(b, c, watcher, pools, size, inProcess(b))
 		add(fmt.Sprintf("%d-claim burst: time, CPU", burst.claims), "", fmt.Sprintf("%s, %s CPU", burst.took.Round(time.Millisecond), burst.cpu.Round(time.Millisecond)), "")
@@ -247,13 +250,50 @@ func claimLatencies(b *testing.B, w *readyWatcher, floor *claimfloor.Floor, labe
 	// The pool refills what the twenty clients took before the one
 	// client claims, paired and resting, from a pool as full as theirs.
 	waitRefilled(b, pool)
-	out.floor[0], out.latencies[0] = latency.Pairs(claimsFrom1, pairSettle, floorOp, claim)
+	procs, cfg, start := findProcesses(b), testcluster.Get(b).Config, time.Now()
+	out.floorLoad, out.claimLoad = &loadLog{procs: procs, start: start}, &loadLog{procs: procs, start: start}
+	checks := apirequests.Take(b, cfg).CacheChecks
+	out.floor[0], out.latencies[0] = latency.Pairs(claimsFrom1, pairSettle, out.floorLoad.timed(floorOp), out.claimLoad.timed(claim))
+	out.took1, out.cacheChecks1 = time.Since(start), apirequests.Take(b, cfg).CacheChecks.Since(checks)
 	out.perFloor = latency.MedianRatio(out.floor[0], out.latencies[0])
 	out.cold = int(cold.Load())
 	slices.Sort(out.floor[0])
 	slices.Sort(out.latencies[0])
 	removePool(b, pool)
 	return out
+}
+
+// slowCalls is how many of the one client's slowest claims, and of its
+// slowest floor calls, claimLoadRows weighs against all: the p99 of 300 is
+// the fourth-slowest, and ten of 10 ms ticks each are enough to tell a
+// busy process from an idle one.
+const slowCalls = 10
+
+// claimLoadRows are the table's rows of what the cluster did while the one
+// client's claims and floor calls ran: the API server's checks of its
+// cache, the cores each process kept busy during all the calls and during
+// the slowest, and when the slowest came. The one client's p99 grew with
+// the cluster by 1.66–4.02× in runs 15–17, its floor's as much; these say
+// what the slowest calls shared.
+func claimLoadRows(empty, atScale claims) []scaleRow {
+	checks := func(c claims) string {
+		return fmt.Sprintf("%s; %.0f (%s)", c.took1.Round(100*time.Millisecond), c.cacheChecks1.Total(), c.cacheChecks1.Top(5))
+	}
+	rows := []scaleRow{{what: fmt.Sprintf("1 client's %d pairs: time; the API server's checks of its cache against etcd meanwhile", claimsFrom1),
+		empty: checks(empty), atScale: checks(atScale)}}
+	for _, name := range append([]string{benchmarkName}, clusterProcesses...) {
+		busy := func(c claims) string {
+			all := append(slices.Clone(c.claimLoad.calls), c.floorLoad.calls...)
+			return fmt.Sprintf("%.2f; %.2f; %.2f", cores(all, name), cores(c.claimLoad.slowest(slowCalls), name), cores(c.floorLoad.slowest(slowCalls), name))
+		}
+		rows = append(rows, scaleRow{what: fmt.Sprintf("1 client, cores %s kept busy: during every call; the %d slowest claims; the %d slowest floor calls", name, slowCalls, slowCalls),
+			empty: busy(empty), atScale: busy(atScale)})
+	}
+	came := func(c claims) string {
+		return starts(c.claimLoad.slowest(slowCalls)) + " / " + starts(c.floorLoad.slowest(slowCalls))
+	}
+	return append(rows, scaleRow{what: fmt.Sprintf("1 client: the %d slowest claims started at (s into the pairs) / the floor's", slowCalls),
+		empty: came(empty), atScale: came(atScale)})
 }
 
 // claims is what claimLatencies measured.
@@ -265,6 +305,13 @@ type claims struct {
 	floor [2][]time.Duration
 	// perFloor is the median of those pairs' ratios, claim to floor.
 	perFloor float64
+	// floorLoad and claimLoad are the one client's calls with the CPU
+	// each of the cluster's processes used during each, took1 how long
+	// the pairs took, and cacheChecks1 the API server's checks of its
+	// watch cache against etcd meanwhile, by resource.
+	floorLoad, claimLoad *loadLog
+	took1                time.Duration
+	cacheChecks1         apirequests.Counts
 	// took20 is how long the twenty clients took for their claims and
 	// floor calls, and cpu20 the CPU each of the cluster's processes and
 	// this one used meanwhile.
@@ -290,26 +337,7 @@ const benchmarkName = "this process (reconciler, clients)"
 // clusterCPU is the CPU time used so far by each of clusterProcesses
 // running on this machine, and by this process.
 func clusterCPU(b *testing.B) map[string]time.Duration {
-	out := map[string]time.Duration{benchmarkName: cpuTime()}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		name := strings.TrimSpace(string(comm))
-		if err != nil || !slices.Contains(clusterProcesses, name) {
-			continue
-		}
-		if d, err := processCPU(pid); err == nil {
-			out[name] += d
-		}
-	}
-	return out
+	return findProcesses(b).cpu()
 }
 
 // since is the CPU each process used since clusterCPU read before.

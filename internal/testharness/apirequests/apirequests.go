@@ -40,6 +40,12 @@ type Snapshot struct {
 	Requests Counts
 	// CPUSeconds is the API server process's CPU time since it started.
 	CPUSeconds float64
+	// CacheChecks are the checks of its watch cache against etcd it has
+	// made, by resource (apiserver_storage_consistency_checks_total). Each
+	// lists every object of its resource from etcd and from the cache, a
+	// few minutes apart per resource: work of its own, which at thousands
+	// of objects the requests beside it share the cores with.
+	CacheChecks Counts
 }
 
 // Take reads the API server's request counters and CPU time.
@@ -62,7 +68,23 @@ func Take(tb testing.TB, cfg *rest.Config) Snapshot {
 	if !ok || len(cpu.GetMetric()) != 1 {
 		tb.Fatal("the API server's metrics have no process_cpu_seconds_total")
 	}
-	return Snapshot{Requests: requestCounts(tb, families), CPUSeconds: cpu.GetMetric()[0].GetCounter().GetValue()}
+	return Snapshot{Requests: requestCounts(tb, families), CPUSeconds: cpu.GetMetric()[0].GetCounter().GetValue(),
+		CacheChecks: cacheChecks(families)}
+}
+
+// cacheChecks are the consistency checks apiserver_storage_consistency_checks_total
+// counted, by resource: none when the API server runs without them
+// (--feature-gates=DetectCacheInconsistency=false).
+func cacheChecks(families map[string]*dto.MetricFamily) Counts {
+	counts := Counts{}
+	for _, m := range families["apiserver_storage_consistency_checks_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "resource" {
+				counts[l.GetValue()] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return counts
 }
 
 // requestCounts are the requests apiserver_request_total counted.

@@ -1,6 +1,12 @@
 package apirequests
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
 
 func TestSinceKeepsWhatWasAnswered(t *testing.T) {
 	before := Counts{"POST rolebindings": 10, "GET warmpools": 4, "PATCH namespaces": 2}
@@ -25,5 +31,25 @@ func TestTopIsTheLargestFirst(t *testing.T) {
 	}
 	if got := (Counts{}).Top(3); got != "" {
 		t.Errorf("Top of none = %q", got)
+	}
+}
+
+func TestCacheChecksAreCountedByResource(t *testing.T) {
+	const text = `# TYPE apiserver_storage_consistency_checks_total counter
+apiserver_storage_consistency_checks_total{group="",resource="pods",status="success"} 3
+apiserver_storage_consistency_checks_total{group="",resource="pods",status="error"} 1
+apiserver_storage_consistency_checks_total{group="agentsandbox.dev",resource="sandboxes",status="success"} 2
+`
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cacheChecks(families)
+	if len(got) != 2 || got["pods"] != 4 || got["sandboxes"] != 2 {
+		t.Errorf("cacheChecks = %v, want pods 4 (every status) and sandboxes 2", got)
+	}
+	if none := cacheChecks(nil); len(none) != 0 {
+		t.Errorf("cacheChecks of an API server that makes none = %v", none)
 	}
 }
