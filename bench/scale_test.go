@@ -252,9 +252,12 @@ func claimLatencies(b *testing.B, w *readyWatcher, floor *claimfloor.Floor, labe
 	waitRefilled(b, pool)
 	procs, cfg, start := findProcesses(b), testcluster.Get(b).Config, time.Now()
 	out.floorLoad, out.claimLoad = &loadLog{procs: procs, start: start}, &loadLog{procs: procs, start: start}
-	checks := apirequests.Take(b, cfg).CacheChecks
+	checks, followed := apirequests.Take(b, cfg).CacheChecks, func() []gcCycle { return nil }
+	if pids := procs["kube-apiserver"]; len(pids) == 1 {
+		followed = followCollector(b, pids[0])
+	}
 	out.floor[0], out.latencies[0] = latency.Pairs(claimsFrom1, pairSettle, out.floorLoad.timed(floorOp), out.claimLoad.timed(claim))
-	out.took1, out.cacheChecks1 = time.Since(start), apirequests.Take(b, cfg).CacheChecks.Since(checks)
+	out.took1, out.cacheChecks1, out.apiServerGC1 = time.Since(start), apirequests.Take(b, cfg).CacheChecks.Since(checks), followed()
 	out.perFloor = latency.MedianRatio(out.floor[0], out.latencies[0])
 	out.cold = int(cold.Load())
 	slices.Sort(out.floor[0])
@@ -272,7 +275,8 @@ const slowCalls = 10
 // claimLoadRows are the table's rows of what the cluster did while the one
 // client's claims and floor calls ran: the API server's checks of its
 // cache, the cores each process kept busy during all the calls and during
-// the slowest, and when the slowest came. The one client's p99 grew with
+// the slowest, the API server's collector cycles and how many of the
+// calls, and of the slowest, met one, and when the slowest came. The one client's p99 grew with
 // the cluster by 1.66–4.02× in runs 15–17, its floor's as much; these say
 // what the slowest calls shared.
 func claimLoadRows(empty, atScale claims) []scaleRow {
@@ -289,6 +293,17 @@ func claimLoadRows(empty, atScale claims) []scaleRow {
 		rows = append(rows, scaleRow{what: fmt.Sprintf("1 client, cores %s kept busy: during every call; the %d slowest claims; the %d slowest floor calls", name, slowCalls, slowCalls),
 			empty: busy(empty), atScale: busy(atScale)})
 	}
+	collected := func(c claims) string {
+		return describeCycles(c.apiServerGC1)
+	}
+	rows = append(rows, scaleRow{what: "1 client: the API server's collector during the pairs", empty: collected(empty), atScale: collected(atScale)})
+	during := func(c claims) string {
+		all := append(slices.Clone(c.claimLoad.calls), c.floorLoad.calls...)
+		in := func(calls []callLoad) int { return duringCollector(calls, c.claimLoad.start, c.apiServerGC1) }
+		return fmt.Sprintf("%d of %d; %d; %d", in(all), len(all), in(c.claimLoad.slowest(slowCalls)), in(c.floorLoad.slowest(slowCalls)))
+	}
+	rows = append(rows, scaleRow{what: fmt.Sprintf("1 client: calls that ran during a cycle of the API server's collector: of every call; of the %d slowest claims; of the %d slowest floor calls", slowCalls, slowCalls),
+		empty: during(empty), atScale: during(atScale)})
 	came := func(c claims) string {
 		return starts(c.claimLoad.slowest(slowCalls)) + " / " + starts(c.floorLoad.slowest(slowCalls))
 	}
@@ -307,11 +322,13 @@ type claims struct {
 	perFloor float64
 	// floorLoad and claimLoad are the one client's calls with the CPU
 	// each of the cluster's processes used during each, took1 how long
-	// the pairs took, and cacheChecks1 the API server's checks of its
-	// watch cache against etcd meanwhile, by resource.
+	// the pairs took, cacheChecks1 the API server's checks of its watch
+	// cache against etcd meanwhile, by resource, and apiServerGC1 its
+	// collector's cycles.
 	floorLoad, claimLoad *loadLog
 	took1                time.Duration
 	cacheChecks1         apirequests.Counts
+	apiServerGC1         []gcCycle
 	// took20 is how long the twenty clients took for their claims and
 	// floor calls, and cpu20 the CPU each of the cluster's processes and
 	// this one used meanwhile.
