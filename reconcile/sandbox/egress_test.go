@@ -124,7 +124,6 @@ func TestEgressByNameGoesThroughTheGateway(t *testing.T) {
 // what to do.
 func TestGatewayMoveReplacesMembersAndWarnsSandboxes(t *testing.T) {
 	c := testcluster.Get(t).Client
-	ctx := context.Background()
 	gateway := newGateway(t, c)
 	tpl := newTemplate(t, c, func(tpl *v1.SandboxTemplate) {
 		tpl.Spec.Network = v1.Network{Egress: []v1.EgressRule{{Hosts: []string{"pypi.org"}, Ports: []v1.NetworkPort{{Port: 443}}}}}
@@ -135,26 +134,34 @@ func TestGatewayMoveReplacesMembersAndWarnsSandboxes(t *testing.T) {
 	waitCondition(t, c, running, metav1.ConditionTrue, v1.ReasonPodReady)
 	waitPoolReady(t, c, pool, 2)
 	before := proxyURL(gateway)
-	old := map[string]bool{}
-	for _, ns := range availableMembers(t, c, pool) {
-		if given := memberPod(t, c, ns.Name).Annotations[v1.AnnotationEgressGateway]; given != before {
-			t.Fatalf("member %s was given %q, want %q", ns.Name, given, before)
+	// The pool's status can still count the claimed member while the
+	// member replacing it has its namespace and not yet its pod.
+	var old map[string]string
+	testcluster.Eventually(t, "the pool's two members, each given the gateway's address", func() (bool, string) {
+		var err error
+		if old, err = memberAddresses(t, c, pool); err != nil {
+			return false, err.Error()
 		}
-		old[ns.Name] = true
-	}
+		for name, given := range old {
+			if given != before {
+				return false, fmt.Sprintf("member %s was given %q, want %q", name, given, before)
+			}
+		}
+		return len(old) == 2, fmt.Sprint(old)
+	})
 
 	gateway = recreateGateway(t, c, gateway)
 	after := proxyURL(gateway)
 	hasEvent(t, c, running, v1.ReasonEgressGatewayMoved, "answers at "+after+" now, but this sandbox's processes were given "+before)
 	testcluster.Eventually(t, "the pool's members given the gateway's new address", func() (bool, string) {
+		members, err := memberAddresses(t, c, pool)
+		if err != nil {
+			return false, err.Error()
+		}
 		var given []string
-		for _, ns := range availableMembers(t, c, pool) {
-			pod := &corev1.Pod{}
-			if err := c.Get(ctx, types.NamespacedName{Namespace: ns.Name, Name: environment.PodName}, pod); err != nil {
-				return false, err.Error()
-			}
-			if old[ns.Name] || pod.Annotations[v1.AnnotationEgressGateway] != after {
-				given = append(given, ns.Name+": "+pod.Annotations[v1.AnnotationEgressGateway])
+		for name, address := range members {
+			if _, before := old[name]; before || address != after {
+				given = append(given, name+": "+address)
 			}
 		}
 		return len(given) == 0, strings.Join(given, ", ")
@@ -214,6 +221,20 @@ func memberPod(t *testing.T, c client.Client, namespace string) *corev1.Pod {
 		t.Fatal(err)
 	}
 	return pod
+}
+
+// memberAddresses is the gateway address each of pool's available members'
+// pods was given, by namespace; an error while one has no pod yet.
+func memberAddresses(t *testing.T, c client.Client, pool *v1.WarmPool) (map[string]string, error) {
+	given := map[string]string{}
+	for _, ns := range availableMembers(t, c, pool) {
+		pod := &corev1.Pod{}
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns.Name, Name: environment.PodName}, pod); err != nil {
+			return nil, err
+		}
+		given[ns.Name] = pod.Annotations[v1.AnnotationEgressGateway]
+	}
+	return given, nil
 }
 
 // proxyURL is the address sandboxes are given for the gateway.
