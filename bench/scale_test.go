@@ -276,9 +276,9 @@ const slowCalls = 10
 // client's claims and floor calls ran: the API server's checks of its
 // cache, the cores each process kept busy during all the calls and during
 // the slowest, the API server's collector cycles and how many of the
-// calls, and of the slowest, met one, and when the slowest came. The one client's p99 grew with
-// the cluster by 1.66–4.02× in runs 15–17, its floor's as much; these say
-// what the slowest calls shared.
+// calls, and of the slowest, met one, and when the slowest came. The one
+// client's p99 grew with the cluster by 1.66–4.02× in runs 15–17, its
+// floor's as much; these say what the slowest calls shared.
 func claimLoadRows(empty, atScale claims) []scaleRow {
 	checks := func(c claims) string {
 		return fmt.Sprintf("%s; %.0f (%s)", c.took1.Round(100*time.Millisecond), c.cacheChecks1.Total(), c.cacheChecks1.Top(5))
@@ -287,8 +287,7 @@ func claimLoadRows(empty, atScale claims) []scaleRow {
 		empty: checks(empty), atScale: checks(atScale)}}
 	for _, name := range append([]string{benchmarkName}, clusterProcesses...) {
 		busy := func(c claims) string {
-			all := append(slices.Clone(c.claimLoad.calls), c.floorLoad.calls...)
-			return fmt.Sprintf("%.2f; %.2f; %.2f", cores(all, name), cores(c.claimLoad.slowest(slowCalls), name), cores(c.floorLoad.slowest(slowCalls), name))
+			return fmt.Sprintf("%.2f; %.2f; %.2f", cores(c.oneClientCalls(), name), cores(c.claimLoad.slowest(slowCalls), name), cores(c.floorLoad.slowest(slowCalls), name))
 		}
 		rows = append(rows, scaleRow{what: fmt.Sprintf("1 client, cores %s kept busy: during every call; the %d slowest claims; the %d slowest floor calls", name, slowCalls, slowCalls),
 			empty: busy(empty), atScale: busy(atScale)})
@@ -298,7 +297,7 @@ func claimLoadRows(empty, atScale claims) []scaleRow {
 	}
 	rows = append(rows, scaleRow{what: "1 client: the API server's collector during the pairs", empty: collected(empty), atScale: collected(atScale)})
 	during := func(c claims) string {
-		all := append(slices.Clone(c.claimLoad.calls), c.floorLoad.calls...)
+		all := c.oneClientCalls()
 		in := func(calls []callLoad) int { return duringCollector(calls, c.claimLoad.start, c.apiServerGC1) }
 		return fmt.Sprintf("%d of %d; %d; %d", in(all), len(all), in(c.claimLoad.slowest(slowCalls)), in(c.floorLoad.slowest(slowCalls)))
 	}
@@ -309,6 +308,12 @@ func claimLoadRows(empty, atScale claims) []scaleRow {
 	}
 	return append(rows, scaleRow{what: fmt.Sprintf("1 client: the %d slowest claims started at (s into the pairs) / the floor's", slowCalls),
 		empty: came(empty), atScale: came(atScale)})
+}
+
+// oneClientCalls are the one client's claims and floor calls, with their
+// load.
+func (c claims) oneClientCalls() []callLoad {
+	return append(slices.Clone(c.claimLoad.calls), c.floorLoad.calls...)
 }
 
 // claims is what claimLatencies measured.

@@ -160,7 +160,7 @@ func TestGatewayMoveReplacesMembersAndWarnsSandboxes(t *testing.T) {
 		}
 		var given []string
 		for name, address := range members {
-			if _, before := old[name]; before || address != after {
+			if _, kept := old[name]; kept || address != after {
 				given = append(given, name+": "+address)
 			}
 		}
