@@ -72,10 +72,11 @@ tour() {
 namespace=agentsandbox-system
 log "starting the reconciler: bin/agentsandbox reconcile (log in ${root}/bin/reconcile.log)"
 # The real node has the egress gate's image (hack/node.sh builds it); the
-# published one it would pull by default is not reachable from here.
+# published one it would pull by default is not reachable from here. Its
+# metrics are on loopback, so plain HTTP (--metrics-secure=false).
 bin/agentsandbox reconcile --leader-election-namespace "${namespace}" \
 	--egress-gate-image localhost/agentsandbox/sandbox-gate:dev \
-	--health-addr 127.0.0.1:18081 --metrics-addr 127.0.0.1:18080 >bin/reconcile.log 2>&1 &
+	--health-addr 127.0.0.1:18081 --metrics-addr 127.0.0.1:18080 --metrics-secure=false >bin/reconcile.log 2>&1 &
 pid=$!
 git_pid=""
 stop() {

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -25,6 +27,13 @@ type Endpoints struct {
 	Health string
 	// Metrics serves Prometheus metrics on /metrics.
 	Metrics string
+	// MetricsAuth, when set, serves Metrics over TLS and only to callers
+	// it authenticates and authorizes (guardMetrics); nil serves plain
+	// HTTP to anyone, for an address on loopback.
+	MetricsAuth *rest.Config
+	// MetricsCertDir holds the TLS certificate (tls.crt, tls.key) for
+	// MetricsAuth; "" makes a self-signed one at start.
+	MetricsCertDir string
 	// Pprof serves Go's /debug/pprof.
 	Pprof string
 }
@@ -42,19 +51,32 @@ const cacheSyncCheck = 100 * time.Millisecond
 // find a port still taken and exit.
 type endpoints struct {
 	servers []*http.Server
+	// stop ends what serving needs beside the servers: the watch of the
+	// metrics certificate.
+	stop context.CancelFunc
 }
 
 // serveEndpoints listens on every address of e, /readyz answering what
 // ready says, and serves until close.
 func serveEndpoints(e Endpoints, ready *readiness) (*endpoints, error) {
-	served := &endpoints{}
+	ctx, stop := context.WithCancel(context.Background())
+	served := &endpoints{stop: stop}
 	health := http.NewServeMux()
 	health.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	health.HandleFunc("/readyz", ready.serve)
-	metrics := http.NewServeMux()
+	metricsMux := http.NewServeMux()
 	// controller-runtime's registry: its reconcile and workqueue metrics
 	// and client-go's request metrics.
-	metrics.Handle("/metrics", promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	metricsMux.Handle("/metrics", promhttp.HandlerFor(ctrlmetrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	var metrics http.Handler = metricsMux
+	var metricsTLS *tls.Config
+	if e.MetricsAuth != nil && e.Metrics != "" && e.Metrics != "0" {
+		var err error
+		if metrics, metricsTLS, err = guardMetrics(ctx, metricsMux, e.MetricsAuth, e.MetricsCertDir); err != nil {
+			stop()
+			return nil, err
+		}
+	}
 	profiles := http.NewServeMux()
 	profiles.HandleFunc("/debug/pprof/", pprof.Index)
 	profiles.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -64,7 +86,8 @@ func serveEndpoints(e Endpoints, ready *readiness) (*endpoints, error) {
 	for _, s := range []struct {
 		flag, addr string
 		handler    http.Handler
-	}{{"--health-addr", e.Health, health}, {"--metrics-addr", e.Metrics, metrics}, {"--pprof-addr", e.Pprof, profiles}} {
+		tls        *tls.Config
+	}{{"--health-addr", e.Health, health, nil}, {"--metrics-addr", e.Metrics, metrics, metricsTLS}, {"--pprof-addr", e.Pprof, profiles, nil}} {
 		if s.addr == "" || s.addr == "0" {
 			continue
 		}
@@ -72,6 +95,9 @@ func serveEndpoints(e Endpoints, ready *readiness) (*endpoints, error) {
 		if err != nil {
 			served.close()
 			return nil, fmt.Errorf("%s %s: %w", s.flag, s.addr, err)
+		}
+		if s.tls != nil {
+			ln = tls.NewListener(ln, s.tls)
 		}
 		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second}
 		served.servers = append(served.servers, srv)
@@ -91,6 +117,7 @@ func (e *endpoints) close() {
 	for _, srv := range e.servers {
 		_ = srv.Shutdown(ctx)
 	}
+	e.stop()
 }
 
 // readiness is what /readyz answers: 503 "waiting for …" saying what the

@@ -36,12 +36,16 @@ func newReconcileCommand() *cobra.Command {
 	served := reconcile.Endpoints{}
 	controllers := reconcile.Options{}
 	var egressGateway string
+	metricsSecure := true
 	zapOpts := zap.Options{}
 	cmd := &cobra.Command{
 		Use:   "reconcile",
 		Short: "Run the controllers that converge the cluster to the declared sandboxes",
 		Long: `Runs the controller manager: leader-elected, with /healthz and /readyz on
---health-addr and Prometheus metrics on --metrics-addr. It uses the in-cluster
+--health-addr and Prometheus metrics on --metrics-addr: over TLS, to callers
+whose bearer token the API server accepts and who may get the non-resource
+URL /metrics (the ClusterRole agentsandbox-metrics-reader grants it; with
+--metrics-secure=false, plain HTTP to anyone, for loopback). It uses the in-cluster
 service account, or the kubeconfig named by --kubeconfig / $KUBECONFIG.
 
 It never exits because the API server is away: it waits for it (with /readyz
@@ -63,6 +67,12 @@ CRDs of config/ not installed, say).`,
 			if err != nil {
 				return fmt.Errorf("failed to load cluster credentials: %w", err)
 			}
+			if served.MetricsCertDir != "" && !metricsSecure {
+				return errors.New("--metrics-cert-dir is the certificate of --metrics-secure: drop it or --metrics-secure=false")
+			}
+			if metricsSecure {
+				served.MetricsAuth = cfg
+			}
 			ctrl.Log.Info("starting reconciler", "version", version.Version, "commit", version.Commit(),
 				"leaderElection", opts.LeaderElection, "namespace", opts.LeaderElectionNamespace)
 			return reconcile.Run(ctrl.SetupSignalHandler(), cfg, opts, served, controllers)
@@ -75,6 +85,8 @@ CRDs of config/ not installed, say).`,
 	controllers.Namespace = namespace
 	f := cmd.Flags()
 	f.StringVar(&served.Metrics, "metrics-addr", ":8080", `address of the Prometheus metrics endpoint ("0" disables it)`)
+	f.BoolVar(&metricsSecure, "metrics-secure", metricsSecure, "serve metrics over TLS to callers the API server authenticates and allows to get /metrics; false serves plain HTTP to anyone")
+	f.StringVar(&served.MetricsCertDir, "metrics-cert-dir", "", `directory with tls.crt and tls.key for the metrics endpoint, reloaded when they change ("" makes a self-signed certificate at start)`)
 	f.StringVar(&served.Pprof, "pprof-addr", "0", `address of Go's /debug/pprof profiles, for memory and CPU questions ("0" disables it; it shows the heap, so keep it on loopback)`)
 	f.StringVar(&served.Health, "health-addr", ":8081", `address of the /healthz and /readyz endpoints ("0" disables them)`)
 	f.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect one active replica through a Lease")
