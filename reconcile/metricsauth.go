@@ -15,10 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 )
 
-// MetricsReaderClusterRole is the ClusterRole of config/rbac that lets an
-// identity read the reconciler's /metrics when they are served securely.
-const MetricsReaderClusterRole = "agentsandbox-metrics-reader"
-
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
@@ -34,8 +30,9 @@ const MetricsReaderClusterRole = "agentsandbox-metrics-reader"
 // in the clear: with the certificate and key in certDir (tls.crt and
 // tls.key, reloaded when they change, as a cert-manager Secret mounted
 // there gives them), or else with a self-signed certificate made at start,
-// which scrapers accept by skipping verification, as they do for the
-// kubelet's. The watch of certDir lasts until ctx ends.
+// which scrapers accept by skipping verification. Callers are allowed by
+// the ClusterRole agentsandbox-metrics-reader (config/rbac). The watch of
+// certDir lasts until ctx ends.
 func guardMetrics(ctx context.Context, metrics http.Handler, cfg *rest.Config, certDir string) (http.Handler, *tls.Config, error) {
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {

@@ -25,6 +25,10 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
 )
 
+// metricsReaderClusterRole is the ClusterRole of config/rbac that lets an
+// identity read the reconciler's /metrics when they are served securely.
+const metricsReaderClusterRole = "agentsandbox-metrics-reader"
+
 // TestMetricsAnswerOnlyCallersAllowedToReadThem serves /metrics as the
 // deployed reconciler does (--metrics-secure, the default), asking the real
 // API server about each caller: plain HTTP gets no metrics, a request
@@ -57,7 +61,7 @@ func TestMetricsAnswerOnlyCallersAllowedToReadThem(t *testing.T) {
 	scraper, stranger := token("scraper"), token("stranger")
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: ns.Name + "-scraper"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: MetricsReaderClusterRole},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: metricsReaderClusterRole},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns.Name, Name: "scraper"}},
 	}
 	if err := cluster.Client.Create(ctx, binding); err != nil {
@@ -66,7 +70,7 @@ func TestMetricsAnswerOnlyCallersAllowedToReadThem(t *testing.T) {
 	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), binding) })
 	// The reconciler caches a refusal for 30 s: ask first until the API
 	// server's authorizer has seen the binding.
-	testcluster.Eventually(t, "the binding to "+MetricsReaderClusterRole+" to take effect", func() (bool, string) {
+	testcluster.Eventually(t, "the binding to "+metricsReaderClusterRole+" to take effect", func() (bool, string) {
 		review, err := clientset.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 			User:                  "system:serviceaccount:" + ns.Name + ":scraper",
 			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"},
@@ -136,10 +140,10 @@ func TestMetricsAnswerOnlyCallersAllowedToReadThem(t *testing.T) {
 				t.Errorf("a token the API server does not know = %d %q, want 500 Authentication failed", code, body)
 			}
 			if code, body := scrape("https", stranger); code != http.StatusForbidden || !strings.Contains(body, ns.Name+":stranger") {
-				t.Errorf("a ServiceAccount without %s = %d %q, want 403 naming it", MetricsReaderClusterRole, code, body)
+				t.Errorf("a ServiceAccount without %s = %d %q, want 403 naming it", metricsReaderClusterRole, code, body)
 			}
 			if code, body := scrape("https", scraper); code != http.StatusOK || !strings.Contains(body, "rest_client_requests_total") {
-				t.Errorf("a ServiceAccount bound to %s = %d without client-go's request counts", MetricsReaderClusterRole, code)
+				t.Errorf("a ServiceAccount bound to %s = %d without client-go's request counts", metricsReaderClusterRole, code)
 			}
 		})
 	}
