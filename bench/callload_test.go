@@ -116,9 +116,11 @@ func starts(calls []callLoad) string {
 
 func TestLoadLogWeighsTheSlowestCalls(t *testing.T) {
 	l := &loadLog{procs: processes{}, start: time.Now()}
+	// A spin runs until this process has used d of CPU, not d of wall time:
+	// on a machine busy with other tests it takes longer but costs the same.
 	spin := func(d time.Duration) func() time.Duration {
 		return func() time.Duration {
-			for begin := time.Now(); time.Since(begin) < d; {
+			for begin := cpuTime(); cpuTime()-begin < d; {
 			}
 			return d
 		}
@@ -131,15 +133,31 @@ func TestLoadLogWeighsTheSlowestCalls(t *testing.T) {
 	if len(slow) != 2 || slow[0].took != 90*time.Millisecond || slow[1].took != 60*time.Millisecond {
 		t.Fatalf("slowest(2) took %v, want the two spins, slowest first", []time.Duration{slow[0].took, slow[1].took})
 	}
-	// This process kept about a core busy while it spun, and none while it
-	// slept; /proc and getrusage count coarsely, hence the margins.
-	if busy := cores(slow, benchmarkName); busy < 0.5 {
-		t.Errorf("cores while spinning = %.2f, want about 1", busy)
+	for _, c := range slow {
+		if used := c.cpu[benchmarkName]; used < c.took {
+			t.Errorf("a spin of %v of CPU was logged as %v, want at least what it spun", c.took, used)
+		}
 	}
-	if busy := cores(l.calls, benchmarkName); busy >= cores(slow, benchmarkName) {
-		t.Errorf("cores over every call = %.2f, want fewer than over the spins alone", busy)
+	if spun, all := cores(slow, benchmarkName), cores(l.calls, benchmarkName); all >= spun {
+		t.Errorf("cores over every call = %.2f, want fewer than over the spins alone (%.2f): the sleeps used none", all, spun)
 	}
 	if got := starts(l.slowest(10)); strings.Count(got, ",") != 3 || !strings.HasPrefix(got, "0.0, ") {
 		t.Errorf("starts = %q, want four times in order, the first at 0.0 s", got)
+	}
+}
+
+func TestCoresIsCPUOverWallTime(t *testing.T) {
+	calls := []callLoad{
+		{wall: 100 * time.Millisecond, cpu: map[string]time.Duration{"api": 50 * time.Millisecond}},
+		{wall: 300 * time.Millisecond, cpu: map[string]time.Duration{"api": 550 * time.Millisecond}},
+	}
+	if got := cores(calls, "api"); got != 1.5 {
+		t.Errorf("cores = %v, want 1.5 (600 ms of CPU over 400 ms)", got)
+	}
+	if got := cores(calls, "etcd"); got != 0 {
+		t.Errorf("cores of a process not logged = %v, want 0", got)
+	}
+	if got := cores(nil, "api"); got != 0 {
+		t.Errorf("cores over no calls = %v, want 0", got)
 	}
 }
