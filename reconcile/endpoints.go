@@ -18,6 +18,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/httplog"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/securemetrics"
 )
 
 // Endpoints are the addresses of the reconciler's HTTP endpoints; "" or
@@ -28,7 +31,7 @@ type Endpoints struct {
 	// Metrics serves Prometheus metrics on /metrics.
 	Metrics string
 	// MetricsAuth, when set, serves Metrics over TLS and only to callers
-	// it authenticates and authorizes (guardMetrics); nil serves plain
+	// it authenticates and authorizes (securemetrics.Guard); nil serves plain
 	// HTTP to anyone, for an address on loopback.
 	MetricsAuth *rest.Config
 	// MetricsCertDir holds the TLS certificate (tls.crt, tls.key) for
@@ -37,6 +40,10 @@ type Endpoints struct {
 	// Pprof serves Go's /debug/pprof.
 	Pprof string
 }
+
+// The check of /metrics callers (securemetrics.Guard) asks the API server:
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // cacheSyncCheck is how long /readyz waits for the informer caches to
 // report synced: they answer at once when they are, and a probe must be
@@ -72,7 +79,7 @@ func serveEndpoints(e Endpoints, ready *readiness) (*endpoints, error) {
 	var metricsTLS *tls.Config
 	if e.MetricsAuth != nil && e.Metrics != "" && e.Metrics != "0" {
 		var err error
-		if metrics, metricsTLS, err = guardMetrics(ctx, metricsMux, e.MetricsAuth, e.MetricsCertDir); err != nil {
+		if metrics, metricsTLS, err = securemetrics.Guard(ctx, metricsMux, e.MetricsAuth, e.MetricsCertDir, ctrl.Log.WithName("metrics")); err != nil {
 			stop()
 			return nil, err
 		}
@@ -99,7 +106,7 @@ func serveEndpoints(e Endpoints, ready *readiness) (*endpoints, error) {
 		if s.tls != nil {
 			ln = tls.NewListener(ln, s.tls)
 		}
-		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 5 * time.Second, ErrorLog: httplog.ErrorLog(ctrl.Log.WithName("http").WithValues("flag", s.flag))}
 		served.servers = append(served.servers, srv)
 		go func() {
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

@@ -7,7 +7,9 @@
 //
 // It serves the proxy on --listen, /healthz and /readyz on --health-addr
 // (ready once it knows the cluster's sandboxes) and Prometheus metrics on
-// --metrics-addr. On SIGTERM it stops taking connections and exits; open
+// --metrics-addr: by default over TLS and only to callers the API server
+// authenticates and allows to get /metrics (package securemetrics), as the
+// reconciler serves its own. On SIGTERM it stops taking connections and exits; open
 // tunnels end with it and their clients connect again, to the other
 // replica.
 package main
@@ -31,6 +33,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
@@ -38,7 +42,9 @@ import (
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gateway"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/gateway/cluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/httplog"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/kubescheme"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/securemetrics"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/version"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile/environment"
 )
@@ -68,6 +74,8 @@ func run() error {
 	listen := flag.String("listen", ":3128", "address the proxy serves sandboxes on")
 	healthAddr := flag.String("health-addr", ":8081", "address of /healthz and /readyz")
 	metricsAddr := flag.String("metrics-addr", ":9090", `address of the Prometheus metrics ("0" disables them)`)
+	metricsSecure := flag.Bool("metrics-secure", true, securemetrics.SecureFlagUsage)
+	metricsCertDir := flag.String("metrics-cert-dir", "", securemetrics.CertDirFlagUsage)
 	dnsServer := flag.String("dns-server", "", "host:port of the DNS server to resolve hosts with; the pod's resolver when empty")
 	caFile := flag.String("upstream-ca-file", "", "PEM certificates an endpoint's https upstream may be signed by, beside the system's (a self-hosted model behind a private CA)")
 	secretTTL := flag.Duration("secret-ttl", 10*time.Second, "how long an endpoint credential read from its Secret is used before it is read again (a rotation takes effect within it)")
@@ -79,6 +87,10 @@ func run() error {
 	flag.Parse()
 	log := zap.New(zap.UseFlagOptions(&zapOpts))
 	ctrl.SetLogger(log)
+	klog.SetLogger(log) // client-go's lines as JSON too, not klog's text
+	if err := securemetrics.CheckFlags(*metricsSecure, *metricsCertDir); err != nil {
+		return err
+	}
 
 	upstreamTLS, err := upstreamTLS(*caFile)
 	if err != nil {
@@ -92,13 +104,18 @@ func run() error {
 	log.Info("starting egress gateway", "version", version.Version, "commit", version.Commit(), "listen", *listen)
 
 	var ready atomic.Bool
-	health := &http.Server{Addr: *healthAddr, Handler: healthHandler(&ready), ReadHeaderTimeout: 5 * time.Second}
+	health := &http.Server{Addr: *healthAddr, Handler: healthHandler(&ready), ReadHeaderTimeout: 5 * time.Second, ErrorLog: httplog.ErrorLog(log.WithName("health"))}
 	go serve(log, "health", health)
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if *metricsAddr != "0" {
-		metrics := &http.Server{Addr: *metricsAddr, Handler: promhttp.HandlerFor(registry, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
-		go serve(log, "metrics", metrics)
+		auth := cfg
+		if !*metricsSecure {
+			auth = nil
+		}
+		if err := serveMetrics(ctx, log.WithName("metrics"), *metricsAddr, registry, auth, *metricsCertDir); err != nil {
+			return err
+		}
 	}
 
 	directory, err := cluster.NewDirectory(ctx, cfg)
@@ -121,7 +138,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	proxy := &http.Server{Addr: *listen, Handler: gw, ReadHeaderTimeout: 30 * time.Second}
+	proxy := &http.Server{Addr: *listen, Handler: gw, ReadHeaderTimeout: 30 * time.Second, ErrorLog: httplog.ErrorLog(log.WithName("proxy"))}
 	errs := make(chan error, 1)
 	go func() { errs <- proxy.ListenAndServe() }()
 	ready.Store(true)
@@ -136,6 +153,39 @@ func run() error {
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = proxy.Shutdown(shutdown)
+	return nil
+}
+
+// serveMetrics serves registry's metrics on addr until ctx ends: over TLS
+// to the callers auth's API server allows (securemetrics.Guard), or in
+// plain HTTP to anyone when auth is nil. The address is taken before it
+// returns, so a port in use fails the start.
+func serveMetrics(ctx context.Context, log logr.Logger, addr string, registry *prometheus.Registry, auth *rest.Config, certDir string) error {
+	handler := promhttp.HandlerFor(registry, promhttp.HandlerOpts{})
+	var config *tls.Config
+	if auth != nil {
+		var err error
+		if handler, config, err = securemetrics.Guard(ctx, handler, auth, certDir, log); err != nil {
+			return err
+		}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	if config != nil {
+		ln = tls.NewListener(ln, config)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second, ErrorLog: httplog.ErrorLog(log)}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			log.Error(err, "server stopped", "address", addr)
+		}
+	}()
 	return nil
 }
 

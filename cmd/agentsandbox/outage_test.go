@@ -33,7 +33,7 @@ import (
 // apply. The same process must lead again once the API is back (it loses
 // the lease during the outage), never exit, serve /healthz throughout and a
 // failing /readyz while it waits, serve every claim, and sync the revision
-// exactly.
+// exactly. Every line it logs meanwhile is JSON.
 func TestReconcilerRidesOutAnAPIOutage(t *testing.T) {
 	cluster := testcluster.Get(t)
 	c := cluster.Client
@@ -55,7 +55,7 @@ func TestReconcilerRidesOutAnAPIOutage(t *testing.T) {
 	}
 
 	health := testcluster.FreeAddr(t)
-	proc := startReconcilerWith(t, cluster, "--leader-election-namespace", v1.SystemNamespace, "--metrics-addr=0",
+	proc := startReconcilerWith(t, cluster, "--zap-encoder=json", "--leader-election-namespace", v1.SystemNamespace, "--metrics-addr=0",
 		"--health-addr", health, "--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s")
 	deleteWhileReconciled(t, c, pool)
 	waitPoolFull(t, c, pool)
@@ -111,6 +111,9 @@ func TestReconcilerRidesOutAnAPIOutage(t *testing.T) {
 				t.Fatal("the reconciler exited after the outage")
 			}
 		})
+	}
+	if lines := proc.notJSON(); len(lines) > 0 {
+		t.Errorf("%d lines of the reconciler's output through the outages are not JSON, the first:\n%s", len(lines), strings.Join(lines[:min(5, len(lines))], ""))
 	}
 }
 

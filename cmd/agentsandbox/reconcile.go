@@ -9,11 +9,13 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/securemetrics"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/version"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 )
@@ -55,7 +57,12 @@ flags, and when the API server answers but the manager cannot start (the
 CRDs of config/ not installed, say).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
-			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			log := zap.New(zap.UseFlagOptions(&zapOpts))
+			ctrl.SetLogger(log)
+			// client-go's own lines (a watch that failed, a lease not
+			// renewed) through the same logger: otherwise klog writes them
+			// to stderr in its text format, between the JSON lines.
+			klog.SetLogger(log)
 			if opts.LeaderElection && (opts.RetryPeriod >= opts.RenewDeadline || opts.RenewDeadline >= opts.LeaseDuration) {
 				return fmt.Errorf("--leader-elect-retry-period (%s) < --leader-elect-renew-deadline (%s) < --leader-elect-lease-duration (%s) must hold",
 					opts.RetryPeriod, opts.RenewDeadline, opts.LeaseDuration)
@@ -67,8 +74,8 @@ CRDs of config/ not installed, say).`,
 			if err != nil {
 				return fmt.Errorf("failed to load cluster credentials: %w", err)
 			}
-			if served.MetricsCertDir != "" && !metricsSecure {
-				return errors.New("--metrics-cert-dir is the certificate of --metrics-secure: drop it or --metrics-secure=false")
+			if err := securemetrics.CheckFlags(metricsSecure, served.MetricsCertDir); err != nil {
+				return err
 			}
 			if metricsSecure {
 				served.MetricsAuth = cfg
@@ -85,8 +92,8 @@ CRDs of config/ not installed, say).`,
 	controllers.Namespace = namespace
 	f := cmd.Flags()
 	f.StringVar(&served.Metrics, "metrics-addr", ":8080", `address of the Prometheus metrics endpoint ("0" disables it)`)
-	f.BoolVar(&metricsSecure, "metrics-secure", metricsSecure, "serve metrics over TLS to callers the API server authenticates and allows to get /metrics; false serves plain HTTP to anyone")
-	f.StringVar(&served.MetricsCertDir, "metrics-cert-dir", "", `directory with tls.crt and tls.key for the metrics endpoint, reloaded when they change ("" makes a self-signed certificate at start)`)
+	f.BoolVar(&metricsSecure, "metrics-secure", metricsSecure, securemetrics.SecureFlagUsage)
+	f.StringVar(&served.MetricsCertDir, "metrics-cert-dir", "", securemetrics.CertDirFlagUsage)
 	f.StringVar(&served.Pprof, "pprof-addr", "0", `address of Go's /debug/pprof profiles, for memory and CPU questions ("0" disables it; it shows the heap, so keep it on loopback)`)
 	f.StringVar(&served.Health, "health-addr", ":8081", `address of the /healthz and /readyz endpoints ("0" disables them)`)
 	f.BoolVar(&opts.LeaderElection, "leader-elect", true, "elect one active replica through a Lease")

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -131,6 +133,24 @@ func (r *reconciler) start() {
 	if err := r.proc.Start(); err != nil {
 		r.t.Fatal(err)
 	}
+}
+
+// notJSON are the lines of the reconciler's output so far that are not
+// a JSON object: with --zap-encoder=json (as config/manager runs it) a log
+// pipeline must be able to parse every line, client-go's included.
+func (r *reconciler) notJSON() []string {
+	out, err := os.ReadFile(r.log.Name())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	var lines []string
+	for line := range strings.Lines(string(out)) {
+		var obj map[string]any
+		if strings.TrimSpace(line) != "" && json.Unmarshal([]byte(line), &obj) != nil {
+			lines = append(lines, line)
+		}
+	}
+	return lines
 }
 
 // killAndRestart SIGKILLs the reconciler times, each at a random moment
