@@ -129,15 +129,16 @@ func (e *endpoints) close() {
 
 // readiness is what /readyz answers: 503 "waiting for …" saying what the
 // reconciler waits for, or 200 once a manager runs, its informer caches
-// have synced and (with leader election) its lease requests reach the API
-// server. Run says which manager runs, or what it waits for between them.
+// have synced and its requests reach the API server (with leader
+// election, those of the lease; without, all of them). Run says which
+// manager runs, or what it waits for between them.
 type readiness struct {
 	host string
-	// leases hears the leader election's requests; nil without it.
-	leases *contact
-	// silence is how long the lease requests may fail before the
-	// reconciler is not ready: the renew deadline, after which a leader
-	// stops leading too.
+	// heard hears whether requests reach the API server; nil hears none.
+	heard *contact
+	// silence is how long those requests may fail before the reconciler
+	// is not ready: the renew deadline, after which a leader stops
+	// leading too.
 	silence time.Duration
 
 	mu sync.Mutex
@@ -147,8 +148,8 @@ type readiness struct {
 	cache cache.Cache
 }
 
-func newReadiness(host string, leases *contact, silence time.Duration) *readiness {
-	return &readiness{host: host, leases: leases, silence: silence, waitingFor: "the API server at " + host}
+func newReadiness(host string, heard *contact, silence time.Duration) *readiness {
+	return &readiness{host: host, heard: heard, silence: silence, waitingFor: "the API server at " + host}
 }
 
 // waitFor says what Run waits for, with no manager running.
@@ -159,14 +160,14 @@ func (r *readiness) waitFor(what string) {
 }
 
 // running says that a manager runs with cache. Run has just seen the API
-// server answer, so the failures of an earlier manager's lease requests
-// are forgotten.
+// server answer, so the failures of an earlier manager's requests are
+// forgotten.
 func (r *readiness) running(c cache.Cache) {
 	r.mu.Lock()
 	r.waitingFor, r.cache = "", c
 	r.mu.Unlock()
-	if r.leases != nil {
-		r.leases.record(nil)
+	if r.heard != nil {
+		r.heard.record(nil)
 	}
 }
 
@@ -183,13 +184,14 @@ func (r *readiness) check(ctx context.Context) string {
 	if !c.WaitForCacheSync(ctx) {
 		return "the API server at " + r.host + " to fill the informer caches"
 	}
-	// A manager that does not lead (a standby, or one campaigning again)
-	// would otherwise answer ready through an outage: nothing of it stops
-	// when the API server goes away, and its caches stay synced.
-	if r.leases != nil {
-		if since, err := r.leases.failing(); !since.IsZero() && time.Since(since) > r.silence {
-			return fmt.Sprintf("the API server at %s: the leader election's requests have failed for %s: %v",
-				r.host, time.Since(since).Round(time.Second), err)
+	// A manager that does not lead (a standby, or one campaigning again,
+	// or any without leader election) would otherwise answer ready through
+	// an outage: nothing of it stops when the API server goes away, and
+	// its caches stay synced.
+	if r.heard != nil {
+		if since, err := r.heard.failing(); !since.IsZero() && time.Since(since) > r.silence {
+			return fmt.Sprintf("the API server at %s: %s have failed for %s: %v",
+				r.host, r.heard.of, time.Since(since).Round(time.Second), err)
 		}
 	}
 	return ""
@@ -206,6 +208,9 @@ func (r *readiness) serve(w http.ResponseWriter, req *http.Request) {
 // contact records whether requests reach the API server: since when
 // they have failed, if they do.
 type contact struct {
+	// of names the requests heard, for /readyz.
+	of string
+
 	mu sync.Mutex
 	// failingSince is the first failure after the last answer; zero
 	// while they are answered.
@@ -261,4 +266,21 @@ func (l contactLock) Update(ctx context.Context, ler resourcelock.LeaderElection
 	err := l.Interface.Update(ctx, ler)
 	l.contact.record(err)
 	return err
+}
+
+// contactTransport records in contact whether each request reached the
+// API server: without leader election nothing else asks it at rest, and
+// when it goes away every informer's watch breaks and its lists, retried,
+// fail. A request its caller gave up on tells nothing.
+type contactTransport struct {
+	next    http.RoundTripper
+	contact *contact
+}
+
+func (t contactTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err == nil || req.Context().Err() == nil {
+		t.contact.record(err)
+	}
+	return resp, err
 }

@@ -23,7 +23,7 @@ import (
 func TestEndpointsAnswerForEveryState(t *testing.T) {
 	cluster := testcluster.Get(t)
 	health, metrics, profiles := testcluster.FreeAddr(t), testcluster.FreeAddr(t), testcluster.FreeAddr(t)
-	leases := &contact{}
+	leases := &contact{of: "the leader election's requests"}
 	ready := newReadiness(cluster.Config.Host, leases, time.Second)
 	served, err := serveEndpoints(Endpoints{Health: health, Metrics: metrics, Pprof: profiles}, ready)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -48,11 +49,16 @@ func Run(ctx context.Context, cfg *rest.Config, opts ManagerOptions, served Endp
 	if err != nil {
 		return err
 	}
-	var leases *contact
-	if opts.LeaderElection {
-		leases = &contact{}
+	// Whether the API server is heard: with leader election, through the
+	// lease's requests, which leader and standby alike send every retry
+	// period; without, through every request the reconciler sends.
+	heard := &contact{of: "the leader election's requests"}
+	if !opts.LeaderElection {
+		heard = &contact{of: "the reconciler's requests"}
+		cfg = rest.CopyConfig(cfg)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return contactTransport{next: rt, contact: heard} })
 	}
-	ready := newReadiness(cfg.Host, leases, cmp.Or(opts.RenewDeadline, defaultRenewDeadline))
+	ready := newReadiness(cfg.Host, heard, cmp.Or(opts.RenewDeadline, defaultRenewDeadline))
 	endpoints, err := serveEndpoints(served, ready)
 	if err != nil {
 		return err
@@ -65,7 +71,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts ManagerOptions, served Endp
 			}
 			return err
 		}
-		mgr, err := newElectedManager(cfg, opts, identity, leases)
+		mgr, err := newElectedManager(cfg, opts, identity, heard)
 		if err == nil {
 			tracked := &trackingManager{Manager: mgr}
 			if err = SetupControllers(tracked, controllers); err == nil {

@@ -104,7 +104,7 @@ CRDs of config/ not installed, say).`,
 	f.StringVar(&egressGateway, "egress-gateway", defaultEgressGateway,
 		"NAMESPACE/NAME of the egress gateway's Service (config/gateway), which templates' hosts rules and endpoints go through; \"\" for none, which refuses such templates' sandboxes")
 	f.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long after the leader's last renewal a standby replica takes over")
-	f.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops leading (and campaigns again)")
+	f.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it stops leading (and campaigns again); also how long requests may fail before /readyz answers 503")
 	f.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to acquire or renew the lease")
 	goFlags := goflagSet()
 	zapOpts.BindFlags(goFlags)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxcd/pkg/runtime/conditions"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,30 +56,69 @@ func TestStandbyIsNotReadyWhileItsLeaseRequestsFail(t *testing.T) {
 		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s")
 	waitReadyz(t, health)
 
+	readyzFailsWhileCut(t, proxy, health, "the leader election's requests have failed for")
+	if err := c.Get(ctx, client.ObjectKeyFromObject(lease), lease); err != nil {
+		t.Fatal(err)
+	}
+	if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); holder != "another-replica" {
+		t.Errorf("the lease is held by %q: the standby took it over", holder)
+	}
+}
+
+// TestUnelectedReconcilerIsNotReadyWhileCutOff runs the real binary
+// with --leader-elect=false, through the proxy the test cuts: there is no
+// lease to hear from, so /readyz hears every request the reconciler sends.
+// At rest those are its informers' watches; the cut breaks them, and their
+// lists, retried, fail. /readyz answers 503 once they have failed for the
+// renew deadline (3 s here), saying so, and ok again once they pass.
+func TestUnelectedReconcilerIsNotReadyWhileCutOff(t *testing.T) {
+	cluster := testcluster.Get(t)
+	ctx := context.Background()
+	proxy := startAPIProxy(t, cluster)
+	health := testcluster.FreeAddr(t)
+	startReconcilerOn(t, proxy.kubeconfig, "--leader-elect=false", "--leader-elect-renew-deadline=3s", "--metrics-addr=0", "--health-addr", health)
+	waitReadyz(t, health)
+	// The controllers run, their watches started with them: a template
+	// is found valid. (Cut before, an informer still syncing would fail
+	// /readyz for the caches instead.)
+	tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("unelected")}, Spec: v1.SandboxTemplateSpec{Image: "python:3.12"}}
+	if err := cluster.Client.Create(ctx, tpl); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), tpl) })
+	testcluster.Eventually(t, "the template found valid", func() (bool, string) {
+		err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(tpl), tpl)
+		return err == nil && conditions.IsTrue(tpl, v1.ReadyCondition), fmt.Sprint(err, tpl.Status.Conditions)
+	})
+	readyzFailsWhileCut(t, proxy, health, "the reconciler's requests have failed for")
+}
+
+// readyzFailsWhileCut cuts the reconciler serving health off the API
+// server and wants its /readyz to fail saying want and naming the API
+// server, /healthz answered throughout, and /readyz ok again once the
+// proxy passes requests.
+func readyzFailsWhileCut(t *testing.T, proxy *apiProxy, health, want string) {
+	t.Helper()
 	proxy.setCut(true)
 	cut := time.Now()
 	seen := &healthSeen{}
 	stopProbing := probeHealth(health, seen)
-	testcluster.Eventually(t, "the standby's /readyz failing", func() (bool, string) {
+	testcluster.Eventually(t, "/readyz failing", func() (bool, string) {
 		seen.mu.Lock()
 		defer seen.mu.Unlock()
-		return strings.Contains(seen.waiting, "the leader election's requests have failed for"), seen.waiting
+		return strings.Contains(seen.waiting, want), seen.waiting
 	})
 	t.Logf("/readyz failed %s after the cut: %s", time.Since(cut).Round(100*time.Millisecond), seen.waiting)
 	if !strings.HasPrefix(seen.waiting, "waiting for the API server at https://"+proxy.ln.Addr().String()+": ") {
 		t.Errorf("/readyz = %q, want it to name the API server", seen.waiting)
 	}
 	proxy.setCut(false)
+	back := time.Now()
 	waitReadyz(t, health)
+	t.Logf("/readyz ok %s after the proxy passed requests again", time.Since(back).Round(100*time.Millisecond))
 	stopProbing()
 	if seen.gap > 0 {
 		t.Errorf("/healthz went unanswered %d times in a row while the API server was cut off", seen.gap)
-	}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(lease), lease); err != nil {
-		t.Fatal(err)
-	}
-	if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); holder != "another-replica" {
-		t.Errorf("the lease is held by %q: the standby took it over", holder)
 	}
 }
 
