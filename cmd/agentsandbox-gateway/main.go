@@ -9,9 +9,9 @@
 // (ready once it knows the cluster's sandboxes) and Prometheus metrics on
 // --metrics-addr: by default over TLS and only to callers the API server
 // authenticates and allows to get /metrics (package securemetrics), as the
-// reconciler serves its own. On SIGTERM it stops taking connections and exits; open
-// tunnels end with it and their clients connect again, to the other
-// replica.
+// reconciler serves its own. On SIGTERM it stops taking connections and
+// exits; open tunnels end with it and their clients connect again, to the
+// other replica.
 package main
 
 import (
