@@ -150,20 +150,28 @@ func (f *clientFlags) client() (*sandboxclient.Client, error) {
 type outputFlag struct{ format string }
 
 func (o *outputFlag) register(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&o.format, "output", "o", "", "output format: json or yaml (default a table)")
+	cmd.Flags().StringVarP(&o.format, "output", "o", "", "output format: json, yaml, or name (the names alone, one a line, as the other commands take them; default a table)")
 }
 
 func (o *outputFlag) validate() error {
 	switch o.format {
-	case "", "json", "yaml":
+	case "", "json", "yaml", "name":
 		return nil
 	}
-	return fmt.Errorf("unknown output format %q: use json or yaml", o.format)
+	return fmt.Errorf("unknown output format %q: use json, yaml or name", o.format)
 }
 
-// print writes the sandboxes as a table, or as JSON or YAML for scripts
-// (one object for a single sandbox, a List otherwise).
+// print writes the sandboxes as a table, or for scripts as JSON or YAML
+// (one object for a single sandbox, a List otherwise) or their names.
 func (o *outputFlag) print(w io.Writer, single bool, sandboxes ...v1.Sandbox) error {
+	if o.format == "name" {
+		for _, s := range sandboxes {
+			if _, err := fmt.Fprintln(w, s.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for i := range sandboxes {
 		sandboxes[i].APIVersion, sandboxes[i].Kind = v1.GroupVersion.String(), v1.KindSandbox
 	}

@@ -264,6 +264,17 @@ func TestSandboxCommands(t *testing.T) {
 	if res := cli(t, alice, "", "list", "--template", tpl.Name, "--phase", "Stopped", "-o", "yaml"); res.code != 0 || strings.Contains(res.stdout, "kind: Sandbox\n") {
 		t.Errorf("list --phase Stopped: %+v; want no sandbox", res)
 	}
+	if res := cli(t, alice, "", "list", "--template", tpl.Name, "-o", "name"); res.code != 0 || res.stdout != name+"\n" {
+		t.Errorf("list -o name: %+v; want the name alone", res)
+	}
+	if res := cli(t, alice, "", "claim", "--template", tpl.Name, "-o", "name"); res.code != 0 || !regexp.MustCompile(`^`+tpl.Name+`-[a-z0-9]{5}\n$`).MatchString(res.stdout) {
+		t.Errorf("claim -o name: %+v; want the new sandbox's name alone", res)
+	} else if del := cli(t, alice, "", "delete", strings.TrimSpace(res.stdout)); del.code != 0 {
+		t.Errorf("delete of the sandbox claim -o name named: %+v", del)
+	}
+	if res := cli(t, alice, "", "list", "-o", "wide"); res.code != 1 || !strings.Contains(res.stderr, `unknown output format "wide": use json, yaml or name`) {
+		t.Errorf("list -o wide: %+v", res)
+	}
 	if res := cli(t, alice, "", "list", "--phase", "running"); res.code != 1 || !strings.Contains(res.stderr, `--phase "running": want one of [Pending Starting Running`) {
 		t.Errorf("list --phase running: %+v", res)
 	}
