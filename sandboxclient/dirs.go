@@ -222,7 +222,9 @@ func (c *Client) CopyDirTo(ctx context.Context, name, src, dir string, opts File
 	var out bytes.Buffer
 	runErr := c.runScript(ctx, t, tarInScript, pr, &out, dir, abs, strconv.FormatUint(uint64(info.Mode().Perm()), 8))
 	_ = pr.Close()
-	if err := <-archiveErr; err != nil {
+	// The archive stops on a closed pipe when the sandbox refused the copy
+	// before reading it all (the path exists, say): its refusal says why.
+	if err := <-archiveErr; err != nil && (runErr == nil || !errors.Is(err, io.ErrClosedPipe)) {
 		return fmt.Errorf("archiving %s: %w", src, err)
 	}
 	if runErr != nil {
