@@ -19,7 +19,7 @@ import (
 func TestMetricsAnswerOnlyCallersAllowedToReadThem(t *testing.T) {
 	cluster := testcluster.Get(t)
 	callers := scrapetest.NewCallers(t)
-	reconciler := scrapetest.As(cluster.Config, v1.SystemNamespace, "agentsandbox-reconciler")
+	reconciler := testcluster.AsServiceAccount(cluster.Config, v1.SystemNamespace, "agentsandbox-reconciler")
 	certDir, roots := scrapetest.CertDir(t, "metrics.test")
 	for _, tc := range []struct {
 		name, certDir string

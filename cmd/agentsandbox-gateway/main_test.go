@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -97,7 +98,7 @@ func gatewayRules(t *testing.T, namespace, name string) *rest.Config {
 		}
 		t.Cleanup(func() { _ = cluster.Client.Delete(context.Background(), obj) })
 	}
-	return scrapetest.As(cluster.Config, namespace, name)
+	return testcluster.AsServiceAccount(cluster.Config, namespace, name)
 }
 
 // Without --metrics-secure the metrics are plain HTTP to anyone, for an
@@ -108,7 +109,7 @@ func TestPlainMetricsAnswerAnyone(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	addr := testcluster.FreeAddr(t)
-	if err := serveMetrics(ctx, funcr.New(func(string, string) {}, funcr.Options{}), addr, registry, nil, ""); err != nil {
+	if err := serveMetrics(ctx, logr.Discard(), addr, registry, nil, ""); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := http.Get("http://" + addr + "/metrics")
@@ -119,7 +120,7 @@ func TestPlainMetricsAnswerAnyone(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("plain HTTP without a token = %d, want 200", resp.StatusCode)
 	}
-	if err := serveMetrics(ctx, funcr.New(func(string, string) {}, funcr.Options{}), addr, registry, nil, ""); err == nil || !strings.Contains(err.Error(), "--metrics-addr "+addr) {
+	if err := serveMetrics(ctx, logr.Discard(), addr, registry, nil, ""); err == nil || !strings.Contains(err.Error(), "--metrics-addr "+addr) {
 		t.Errorf("a second server on %s: %v, want an error naming --metrics-addr and the address", addr, err)
 	}
 }

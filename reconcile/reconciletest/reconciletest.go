@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -30,12 +29,16 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/reconcile"
 )
 
-// ServiceAccount is the identity config/ installs the reconciler under.
-const ServiceAccount = "system:serviceaccount:agentsandbox-system:agentsandbox-reconciler"
+// ServiceAccountName is the ServiceAccount config/ installs the reconciler
+// under, in v1.SystemNamespace.
+const ServiceAccountName = "agentsandbox-reconciler"
 
-// ServiceAccountGroups are the groups the API server puts ServiceAccount
-// in.
-var ServiceAccountGroups = []string{"system:serviceaccounts", "system:serviceaccounts:agentsandbox-system", "system:authenticated"}
+// ServiceAccount is the reconciler's identity: that ServiceAccount's user
+// name, and the groups the API server puts it in.
+var (
+	ServiceAccount       = testcluster.ServiceAccountUser(v1.SystemNamespace, ServiceAccountName)
+	ServiceAccountGroups = testcluster.ServiceAccountGroups(v1.SystemNamespace)
+)
 
 // Run runs the package's tests (m.Run) with a manager running the
 // controllers that setup registers, started when the first test asks for
@@ -146,8 +149,7 @@ func Cache() cache.Cache {
 func start(cluster *testcluster.Cluster, setup func(ctrl.Manager) error) (func() error, cache.Cache, error) {
 	// The controllers run as the reconciler's service account, with exactly
 	// the RBAC config/rbac grants it, so a missing permission fails a test.
-	cfg := rest.CopyConfig(cluster.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: ServiceAccount, Groups: ServiceAccountGroups}
+	cfg := testcluster.AsServiceAccount(cluster.Config, v1.SystemNamespace, ServiceAccountName)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return writeCounter{rt} })
 	// No client-side rate limit, as `agentsandbox reconcile` has none
 	// (controller-runtime's GetConfig leaves throttling to the API

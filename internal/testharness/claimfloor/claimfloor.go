@@ -72,9 +72,7 @@ func New(b *testing.B, objectLabels map[string]string) *Floor {
 // (reconciletest), so that the API server authorizes them as it does the
 // claim's.
 func AsReconciler(cfg *rest.Config) *rest.Config {
-	as := rest.CopyConfig(cfg)
-	as.Impersonate = rest.ImpersonationConfig{UserName: reconciletest.ServiceAccount, Groups: reconciletest.ServiceAccountGroups}
-	return as
+	return testcluster.AsServiceAccount(cfg, v1.SystemNamespace, reconciletest.ServiceAccountName)
 }
 
 // Op is one claim of a member from members by send, timed from the

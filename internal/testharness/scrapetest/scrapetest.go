@@ -23,7 +23,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	certutil "k8s.io/client-go/util/cert"
 	"k8s.io/utils/ptr"
 
@@ -87,19 +86,6 @@ func NewCallers(t testing.TB) Callers {
 		return review.Status.Allowed, review.Status.Reason
 	})
 	return callers
-}
-
-// As is cfg acting as the ServiceAccount namespace/name, in the groups
-// the API server puts it in: an endpoint guarded with it asks its reviews
-// with exactly the RBAC that account has, so a permission missing from
-// what config/ grants fails the check.
-func As(cfg *rest.Config, namespace, name string) *rest.Config {
-	as := rest.CopyConfig(cfg)
-	as.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + namespace + ":" + name,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-	}
-	return as
 }
 
 // CertDir writes a self-signed certificate for serverName as tls.crt and

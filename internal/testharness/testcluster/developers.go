@@ -97,6 +97,28 @@ func (d Developer) Claim(t testing.TB, template string) (*sandboxclient.Client, 
 	return sdk, sbx
 }
 
+// ServiceAccountUser is the user name the API server gives the
+// ServiceAccount namespace/name.
+func ServiceAccountUser(namespace, name string) string {
+	return "system:serviceaccount:" + namespace + ":" + name
+}
+
+// ServiceAccountGroups are the groups the API server puts a ServiceAccount
+// of namespace in.
+func ServiceAccountGroups(namespace string) []string {
+	return []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
+}
+
+// AsServiceAccount is cfg acting as the ServiceAccount namespace/name, in
+// the groups the API server puts it in: what is sent with it is authorized
+// with exactly the RBAC that account has, so a permission missing from
+// what config/ grants fails the test.
+func AsServiceAccount(cfg *rest.Config, namespace, name string) *rest.Config {
+	as := rest.CopyConfig(cfg)
+	as.Impersonate = rest.ImpersonationConfig{UserName: ServiceAccountUser(namespace, name), Groups: ServiceAccountGroups(namespace)}
+	return as
+}
+
 // ImpersonatingKubeconfig writes a copy of the admin kubeconfig whose
 // current user impersonates user in groups, for a binary to act as that
 // user. It is removed when the test ends.
