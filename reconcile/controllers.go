@@ -1,6 +1,9 @@
 package reconcile
 
 import (
+	"context"
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -29,8 +32,12 @@ type Options struct {
 	EgressGateway types.NamespacedName
 }
 
-// SetupControllers registers every controller of the reconciler with mgr.
+// SetupControllers registers every controller of the reconciler with mgr,
+// and an informer for every kind they cache.
 func SetupControllers(mgr ctrl.Manager, opts Options) error {
+	if err := registerInformers(mgr); err != nil {
+		return err
+	}
 	if err := nodepool.NewReconciler(mgr).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -53,4 +60,22 @@ func SetupControllers(mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	return sandbox.RegisterPhaseMetric(mgr)
+}
+
+// registerInformers registers an informer for every kind of CacheOptions
+// before mgr starts, so that its cache is synced, and /readyz answers ok,
+// only once all of them are filled. Left to the controllers, a watch would
+// be registered as its controller starts, after the cache has said it is
+// synced, and a kind first read by a pass (the NetworkPolicies,
+// ResourceQuotas and LimitRanges a sandbox's first pass compares with what
+// it applies) only then: that pass would wait while every object of the
+// kind is listed, at 10,000 sandboxes 10,000 of each.
+func registerInformers(mgr ctrl.Manager) error {
+	for obj := range CacheOptions().ByObject {
+		// Before the cache starts this returns at once.
+		if _, err := mgr.GetCache().GetInformer(context.Background(), obj); err != nil {
+			return fmt.Errorf("failed to register the informer of %T: %w", obj, err)
+		}
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	nodev1 "k8s.io/api/node/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -98,14 +99,23 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-// CacheOptions says what the controllers' informers hold. Only the objects
-// of sandboxes are cached: a cluster's other pods, policies and bindings
-// would cost memory and watch traffic for nothing. Of those, the
-// transforms keep what the controllers read (cachetransform.go).
+// CacheOptions says what the controllers' informers hold. Its ByObject
+// names every kind the controllers watch or read from the cache, which
+// SetupControllers starts an informer for. Only the objects of sandboxes
+// are cached: a cluster's other pods, policies and bindings would cost
+// memory and watch traffic for nothing. Of those, the transforms keep what
+// the controllers read (cachetransform.go).
 func CacheOptions() cache.Options {
 	managed := labels.SelectorFromSet(labels.Set{v1.LabelManagedBy: v1.ManagedByValue})
 	return cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
+			// Any namespace's: a template's egress may name a Service,
+			// and its hosts go through the egress gateway's.
+			&corev1.Service{}:               {},
+			&nodev1.RuntimeClass{}:          {},
+			&v1.NodePool{}:                  {},
+			&v1.WarmPool{}:                  {},
+			&v1.GitSync{}:                   {},
 			&corev1.Pod{}:                   {Label: managed, Transform: podTransform()},
 			&corev1.Node{}:                  {Transform: nodeTransform()},
 			&corev1.Namespace{}:             {Label: managed, Transform: namespaceTransform()},
