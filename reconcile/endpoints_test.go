@@ -1,7 +1,6 @@
 package reconcile
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -52,15 +51,7 @@ func TestEndpointsAnswerForEveryState(t *testing.T) {
 	}
 	ready.running(mgr.GetCache())
 	readyz(http.StatusServiceUnavailable, "waiting for the API server at "+cluster.Config.Host+" to fill the informer caches")
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("manager stopped: %v", err)
-		}
-	})
+	startManager(t, mgr)
 	readyz(http.StatusOK, "ok")
 
 	leases.record(&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")})

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
@@ -76,6 +77,21 @@ func TestManagerLeadsAndReleases(t *testing.T) {
 	if lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
 		t.Errorf("lease still held by %q after shutdown: a new replica would wait for it to expire", *lease.Spec.HolderIdentity)
 	}
+}
+
+// startManager starts mgr until the test ends, when it must stop without
+// an error.
+func startManager(t *testing.T, mgr ctrl.Manager) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("manager stopped: %v", err)
+		}
+	})
 }
 
 // get is the status and body of GET path at addr; 0 and the error when
