@@ -100,9 +100,9 @@ func NewManager(cfg *rest.Config, opts ManagerOptions) (ctrl.Manager, error) {
 }
 
 // CacheOptions says what the controllers' informers hold. Its ByObject
-// names every kind the controllers watch or read from the cache, which
-// SetupControllers starts an informer for. Only the objects of sandboxes
-// are cached: a cluster's other pods, policies and bindings would cost
+// names every kind the controllers watch or read from the cache:
+// SetupControllers registers an informer for each before the manager
+// starts. Only the objects of sandboxes are cached: a cluster's other pods, policies and bindings would cost
 // memory and watch traffic for nothing. Of those, the transforms keep what
 // the controllers read (cachetransform.go).
 func CacheOptions() cache.Options {
