@@ -61,8 +61,15 @@ func TestReadyOnlyOnceEveryInformerIsFilled(t *testing.T) {
 		if err := cluster.Client.Create(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = cluster.Client.Delete(ctx, obj) })
 	}
+	// Before the manager stops (cleanups run last first): only its
+	// controllers finish the sandbox's deletion, and one left behind with
+	// its namespace would be another test's on this shared cluster.
+	t.Cleanup(func() {
+		_ = cluster.Client.Delete(ctx, sbx)
+		cluster.SandboxGone(t, sbx.Name)
+		_ = cluster.Client.Delete(ctx, tpl)
+	})
 	got := &v1.Sandbox{}
 	testcluster.Eventually(t, "sandbox "+sbx.Name+" Ready", func() (bool, string) {
 		if err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(sbx), got); err != nil {
