@@ -1,7 +1,7 @@
 // Package isolationcheck attacks a template's sandboxes from inside, with
 // the caller's own rights, and reports what held: egress to the node, its
 // kubelet and NodePort range, the cloud metadata address, the API server,
-// another sandbox over IPv4 and IPv6, the moment a sandbox starts, the
+// another sandbox over IPv4 and IPv6, DNS, the moment a sandbox starts, the
 // process limit, the workspace's size, and what the code sees of itself
 // (user, capabilities, seccomp, token, the node's processes, the kernel).
 //
@@ -40,6 +40,10 @@ type Options struct {
 	// Unreachable are more destinations (host:port) the sandboxes must not
 	// reach: a database of the platform, a node-local service.
 	Unreachable []string
+	// Resolvers are more DNS servers (IP or IP:port, port 53 by default)
+	// the sandboxes' code might ask besides those of its resolv.conf: a
+	// node-local DNS cache, say.
+	Resolvers []string
 	// MaxProcesses is how many processes a sandbox may start before the
 	// check calls its process limit missing (default DefaultMaxProcesses).
 	MaxProcesses int
@@ -75,6 +79,11 @@ func Run(ctx context.Context, sdk *sandboxclient.Client, reader client.Reader, o
 	if opts.Progress == nil {
 		opts.Progress = func(string) {}
 	}
+	resolvers, err := resolverAddresses(opts.Resolvers)
+	if err != nil {
+		return nil, err
+	}
+	opts.Resolvers = resolvers
 	c := &check{sdk: sdk, opts: opts}
 	if err := c.readTemplate(ctx, reader); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/isolationcheck/probe"
@@ -91,5 +92,55 @@ func TestThePrintedReportGroupsTheFixes(t *testing.T) {
 	}
 	if r.Failed() != 3 {
 		t.Errorf("Failed() = %d, want 3", r.Failed())
+	}
+}
+
+// TestAResolverThatAnswersIsAnEscapeOnlyWhereNoDNSIsAllowed: without
+// cluster DNS any answer is an escape, silence held; with it an answer is
+// a note that says why to leave it off, as is one from a resolver a cidr
+// rule allows.
+func TestAResolverThatAnswersIsAnEscapeOnlyWhereNoDNSIsAllowed(t *testing.T) {
+	answered := probe.DNSResult{Name: "agentsandbox-check-1.invalid.", Answers: []probe.DNSAnswer{
+		{Server: "10.96.0.10:53", Result: probe.Answered, Rcode: "NXDOMAIN"},
+		{Server: "169.254.20.10:53", Result: probe.Timeout},
+	}}
+	silent := probe.DNSResult{Answers: []probe.DNSAnswer{{Server: "10.96.0.10:53", Result: probe.Timeout}}}
+	withDNS := checkOf()
+	withDNS.template.Spec.Network.ClusterDNS = ptr.To(true)
+	cases := []struct {
+		name   string
+		c      *check
+		result probe.DNSResult
+		want   Result
+		says   string
+	}{
+		{"no DNS, an answer", checkOf(), answered, Escaped, "10.96.0.10:53 answered NXDOMAIN for agentsandbox-check-1.invalid."},
+		{"no DNS, silence", checkOf(), silent, Held, "10.96.0.10:53 timeout"},
+		{"no DNS, no resolver", checkOf(), probe.DNSResult{}, Held, "no resolver configured"},
+		{"cluster DNS, an answer", withDNS, answered, Note, "answered NXDOMAIN"},
+		{"cluster DNS, silence", withDNS, silent, Note, "none answered"},
+		{"a cidr rule of the resolver", checkOf(v1.EgressRule{CIDR: "10.96.0.10/32"}), answered, Note, "answered NXDOMAIN"},
+	}
+	for _, tc := range cases {
+		row := tc.c.judgeDNS(tc.result)
+		if row.Result != tc.want || !strings.Contains(row.Observed, tc.says) {
+			t.Errorf("%s: %+v, want %s saying %q", tc.name, row, tc.want, tc.says)
+		}
+	}
+	if row := checkOf().judgeDNS(answered); row.Fix != dnsDenyFix {
+		t.Errorf("an escape says to fix %q", row.Fix)
+	}
+	if row := withDNS.judgeDNS(answered); row.Fix != dnsChannelFix {
+		t.Errorf("an answer the template allows says %q", row.Fix)
+	}
+}
+
+func TestResolversAreIPAddresses(t *testing.T) {
+	got, err := resolverAddresses([]string{"169.254.20.10", "10.0.0.1:5353", "fd00::a", "[fd00::a]:5353"})
+	if err != nil || strings.Join(got, " ") != "169.254.20.10:53 10.0.0.1:5353 [fd00::a]:53 [fd00::a]:5353" {
+		t.Errorf("resolverAddresses = %v, %v", got, err)
+	}
+	if _, err := resolverAddresses([]string{"kube-dns.kube-system"}); err == nil || !strings.Contains(err.Error(), `"kube-dns.kube-system"`) {
+		t.Errorf("a name: %v, want an error naming it", err)
 	}
 }

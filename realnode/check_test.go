@@ -61,6 +61,7 @@ func (e *buildError) Error() string {
 func (e env) runCheck(t *testing.T, opts isolationcheck.Options, to targets) (*isolationcheck.Report, error) {
 	t.Helper()
 	opts.Unreachable = []string{hostOf(to.server) + ":8080", to.nodePort, to.serviceRange}
+	opts.Resolvers = []string{to.resolver.Addr()}
 	opts.Probe = probeBinary(t)
 	start := time.Now()
 	opts.Progress = func(step string) { t.Logf("%s [%s]", step, time.Since(start).Round(100*time.Millisecond)) }
@@ -91,8 +92,8 @@ func (e env) checkIsolationCheck(t *testing.T, pool *v1.NodePool, to targets, ha
 		"runs as a user other than root", "capabilities", "no new privileges", "service account token",
 		"the node's processes", "root file system", "kernel", "the node's kubelet", "cloud metadata",
 		"another sandbox over IPv4", "another sandbox over IPv6", "--unreachable", "the node's other ports",
-		"the node's NodePort range", "egress gate", "start-up window", "workspace size", "process limit",
-		"the other sandbox, beside the fork bomb",
+		"the node's NodePort range", "DNS for a name no rule allows", "egress gate", "start-up window", "workspace size",
+		"process limit", "the other sandbox, beside the fork bomb",
 	}
 	if handler == realnode.RuncHandler {
 		want = append(want, "seccomp")
@@ -150,6 +151,12 @@ func TestIsolationCheckFindsEscapes(t *testing.T) {
 	}
 	if row, _ := findRow(report, "the node's NodePort range"); !strings.Contains(row.Observed, "30080") {
 		t.Errorf("the NodePort range row does not name the open port 30080: %q", row.Observed)
+	}
+	// The node's resolver answered, so the name asked for left the sandbox.
+	if row, ok := findRow(report, "DNS for a name no rule allows"); !ok || row.Result != isolationcheck.Escaped {
+		t.Errorf("DNS to the node's resolver with the enforcer stopped: %+v, want ESCAPED", row)
+	} else if name := row.Observed[strings.LastIndex(row.Observed, " ")+1:]; !to.resolver.Queried(name) {
+		t.Errorf("the DNS row says %q, yet the node's resolver was never asked for %q", row.Observed, name)
 	}
 
 	_, err = e.runCheck(t, isolationcheck.Options{Template: gated.Name}, to)

@@ -225,9 +225,16 @@ func (e env) checkEgressByName(t *testing.T, pool *v1.NodePool, to targets) {
 	t.Run("a Service by its rule", func(t *testing.T) {
 		target80 := svc.Spec.ClusterIP + ":80"
 		target81 := svc.Spec.ClusterIP + ":81"
-		got := e.probe(t, sbxAlice, probe{"kind": "direct", "target": target80}, probe{"kind": "direct", "target": target81})
+		// Her template allows no cluster DNS: the name comes from the
+		// pod's /etc/hosts.
+		byName := svc.Name + "." + svc.Namespace + ".svc:80"
+		got := e.probe(t, sbxAlice, probe{"kind": "direct", "target": target80}, probe{"kind": "direct", "target": target81},
+			probe{"kind": "direct", "target": byName})
 		if got[0].Result != open || !strings.HasPrefix(got[1].Result, "blocked") {
 			t.Errorf("from alice's sandbox: %s is %s (want open), %s is %s (want blocked: the rule names port 80 only)", target80, got[0].Result, target81, got[1].Result)
+		}
+		if got[2].Result != open {
+			t.Errorf("from alice's sandbox, without cluster DNS: %s is %s, want open", byName, got[2].Result)
 		}
 		got = e.probe(t, sbxBob, probe{"kind": "direct", "target": target80})
 		if !strings.HasPrefix(got[0].Result, "blocked") {

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testdns"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/realnode"
 )
 
@@ -47,6 +48,9 @@ type targets struct {
 	// service is a Service of server's pod: port 80 to its 8080, 81 to
 	// its 8081.
 	service types.NamespacedName
+	// resolver is a DNS server on the node's address that answers every
+	// name (NXDOMAIN): one a sandbox without cluster DNS must not ask.
+	resolver *testdns.Server
 }
 
 // ServiceRangeAddress is the address of the cluster's service range
@@ -70,6 +74,10 @@ func (e env) sharedTargets(t *testing.T) targets {
 		if shared.nodePort, shared.serviceRange, sharedErr = nodeLocalListeners(); sharedErr != nil {
 			return
 		}
+		if shared.resolver, sharedErr = testdns.Start(realnode.NodeIP + ":0"); sharedErr != nil {
+			return
+		}
+		teardown = append(teardown, func() { _ = shared.resolver.Close() })
 		shared.server, shared.service, sharedErr = serverPod(e.cluster)
 	})
 	if sharedErr != nil {

@@ -39,15 +39,15 @@ func workspaceSummary(w v1.Workspace) string {
 	return "persistent, " + size.String()
 }
 
-// egressSummary says where a sandbox may connect: nowhere but DNS unless
-// the template allows it; hosts through the egress gateway, Services by
+// egressSummary says where a sandbox may connect: nowhere (or the cluster
+// resolver only) unless the template allows more; hosts through the egress gateway, Services by
 // namespace/name, endpoints with the credential the gateway adds.
 func egressSummary(n v1.Network) string {
 	if len(n.Egress) == 0 && len(n.Endpoints) == 0 {
-		if n.ClusterDNS != nil && !*n.ClusterDNS {
-			return "none"
+		if n.AllowsClusterDNS() {
+			return "DNS only"
 		}
-		return "DNS only"
+		return "none"
 	}
 	rules := make([]string, 0, len(n.Egress)+len(n.Endpoints))
 	for _, r := range n.Egress {

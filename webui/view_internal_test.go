@@ -117,8 +117,8 @@ func TestHiddenPartsAreOneLineEach(t *testing.T) {
 
 func TestEgressSummary(t *testing.T) {
 	for want, n := range map[string]v1.Network{
-		"DNS only": {},
-		"none":     {ClusterDNS: ptr.To(false)},
+		"none":     {},
+		"DNS only": {ClusterDNS: ptr.To(true)},
 		"0.0.0.0/0 except 10.0.0.0/8 port 443; 192.0.2.0/24 port 8000-8080": {Egress: []v1.EgressRule{
 			{CIDR: "0.0.0.0/0", Except: []string{"10.0.0.0/8"}, Ports: []v1.NetworkPort{{Port: 443}}},
 			{CIDR: "192.0.2.0/24", Ports: []v1.NetworkPort{{Port: 8000, EndPort: ptr.To[int32](8080)}}},

@@ -88,7 +88,7 @@ func TestDefaultsAreApplied(t *testing.T) {
 		},
 		SecurityContext: v1.SecurityContext{RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532), FSGroup: ptr.To[int64](65532)},
 		Workspace:       v1.Workspace{Size: ptr.To(resource.MustParse("1Gi")), MountPath: "/workspace"},
-		Network:         v1.Network{ClusterDNS: ptr.To(true)},
+		Network:         v1.Network{ClusterDNS: ptr.To(false)},
 	}
 	if diff := cmp.Diff(want, tpl.Spec); diff != "" {
 		t.Errorf("template defaults (-want +got):\n%s", diff)
@@ -106,7 +106,7 @@ func TestDefaultsAreApplied(t *testing.T) {
 	}
 	create(t, c, egress)
 	wantNetwork := v1.Network{
-		ClusterDNS: ptr.To(true),
+		ClusterDNS: ptr.To(false),
 		Egress: []v1.EgressRule{
 			{Hosts: []string{"pypi.org", "*.pythonhosted.org"}, Ports: []v1.NetworkPort{{Port: 443, Protocol: "TCP"}}},
 			{Service: &v1.ServiceReference{Namespace: "models", Name: "vllm"}},

@@ -32,6 +32,20 @@ func (in *Workspace) MountPathOrDefault() string {
 	return in.MountPath
 }
 
+// DefaultClusterDNS is a template's network.clusterDNS when it sets none
+// (the CRD's default): off, since the cluster resolver forwards any name,
+// and a name can carry data out past every egress rule.
+const DefaultClusterDNS = false
+
+// AllowsClusterDNS tells whether the sandboxes may query the cluster
+// resolver.
+func (in *Network) AllowsClusterDNS() bool {
+	if in.ClusterDNS == nil {
+		return DefaultClusterDNS
+	}
+	return *in.ClusterDNS
+}
+
 // Defaults of a GitSync (the CRD's, which a test holds these to), for the
 // same readers: `agentsandbox sync --once` and `diff` read a GitSync spec
 // from flags, and a stored one from before a default existed lacks it.

@@ -59,6 +59,18 @@ func TestDefaultsMatchTheCRD(t *testing.T) {
 		t.Errorf("an empty workspace: size %s, mount path %q", size.String(), empty.MountPathOrDefault())
 	}
 
+	network := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["network"]
+	want := strconv.FormatBool(v1.DefaultClusterDNS)
+	if d := network.Properties["clusterDNS"].Default; d == nil || string(d.Raw) != want {
+		t.Errorf("spec.network.clusterDNS defaults to %v in the CRD, DefaultClusterDNS is %s", d, want)
+	}
+	if d := network.Default; d == nil || string(d.Raw) != `{"clusterDNS":`+want+`}` {
+		t.Errorf("spec.network defaults to %v in the CRD, DefaultClusterDNS is %s", d, want)
+	}
+	if got := (&v1.Network{}).AllowsClusterDNS(); got != v1.DefaultClusterDNS {
+		t.Errorf("AllowsClusterDNS of a network without clusterDNS: %v", got)
+	}
+
 	crd = readCRD(t, "gitsyncs")
 	gitSync := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties
 	for field, want := range map[string]string{

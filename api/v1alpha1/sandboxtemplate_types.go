@@ -93,7 +93,7 @@ type SandboxTemplateSpec struct {
 
 	// Network is the sandbox's network policy. Everything not allowed here
 	// is denied, in both directions.
-	// +kubebuilder:default={clusterDNS: true}
+	// +kubebuilder:default={clusterDNS: false}
 	// +optional
 	Network Network `json:"network,omitzero"`
 
@@ -206,10 +206,12 @@ type Workspace struct {
 // Network is a sandbox's allow-list on top of a default deny.
 type Network struct {
 	// ClusterDNS allows DNS queries to the cluster resolver (kube-system,
-	// port 53). Without it names do not resolve inside the sandbox, except
-	// through the egress gateway, which resolves the names of hosts rules
-	// itself.
-	// +kubebuilder:default=true
+	// port 53). Off by default: the resolver forwards any name, so a query
+	// carries data out of the cluster in its name, past every egress rule.
+	// Without it names do not resolve inside the sandbox; hosts rules and
+	// endpoints need none (the egress gateway resolves their names), and a
+	// service rule's Service is reached at its cluster IP.
+	// +kubebuilder:default=false
 	// +optional
 	ClusterDNS *bool `json:"clusterDNS,omitempty"`
 	// Egress lists the destinations the sandbox may reach: address ranges

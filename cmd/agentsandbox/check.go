@@ -38,11 +38,13 @@ func newCheckIsolationCommand() *cobra.Command {
 pool, warm as agents get them) with your own rights, copies a probe
 into them and attacks from inside, as code run there would: the node, its
 kubelet, its other ports and NodePort range, the cloud metadata address,
-the API server, the other sandbox over IPv4 and IPv6, the moment a sandbox
-starts (after a stop and start), the process limit and the workspace's
-size, and what the code sees of itself (user, capabilities, seccomp,
-service account token, the node's processes, the kernel). Then it deletes
-the sandboxes and prints one table: probe, expected, observed, result.
+the API server, the other sandbox over IPv4 and IPv6, every DNS resolver
+it could ask (its resolv.conf's, the cluster's usual DNS address, each
+--resolver) asked for a name no rule allows, the moment a sandbox starts
+(after a stop and start), the process limit and the workspace's size, and
+what the code sees of itself (user, capabilities, seccomp, service account
+token, the node's processes, the kernel). Then it deletes the sandboxes and
+prints one table: probe, expected, observed, result.
 
 What is expected follows from the template: a destination its egress
 allows is reported, not judged. The exit code is 0 when everything held,
@@ -104,6 +106,7 @@ must be built for the nodes' architecture (CGO_ENABLED=0 GOOS=linux).`,
 	fl.StringVar(&opts.Template, "template", "", "the SandboxTemplate whose sandboxes to attack")
 	fl.StringVar(&opts.Pool, "pool", "", "or the WarmPool whose members to claim and attack")
 	fl.StringArrayVar(&opts.Unreachable, "unreachable", nil, "a HOST:PORT the sandboxes must not reach, say a database of yours (repeatable)")
+	fl.StringArrayVar(&opts.Resolvers, "resolver", nil, "another DNS server IP[:PORT] the sandboxes' code might ask besides its resolv.conf's, say a node-local DNS cache (repeatable)")
 	fl.IntVar(&opts.MaxProcesses, "max-processes", isolationcheck.DefaultMaxProcesses, "how many processes a sandbox may start before its process limit counts as missing")
 	fl.DurationVar(&opts.ReadyTimeout, "ready-timeout", 5*time.Minute, "how long each sandbox may take to be Ready")
 	fl.StringVar(&probePath, "probe", "", "the "+probeCommand+" binary to copy into the sandboxes (default: beside this binary, else on PATH)")

@@ -1,8 +1,9 @@
 // Package probe is what the isolation check runs inside a sandbox: small
 // attacks whose results, printed as JSON, say what the sandbox's code can
 // see and reach. It is linked into cmd/sandbox-gate, a static binary with
-// nothing but the standard library and x/sys, so that it runs in any
-// template's image and costs a few megabytes to copy in.
+// nothing but the standard library, x/sys and x/net's DNS messages, so
+// that it runs in any template's image and costs a few megabytes to copy
+// in.
 //
 // Each probe only observes; the judging (what the template allows, what
 // is an escape) happens outside, in package isolationcheck.
@@ -33,7 +34,7 @@ const Command = "probe"
 // returns the process's exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: probe facts|connect|scan|listen|processes|fill|window …")
+		fmt.Fprintln(stderr, "usage: probe facts|connect|scan|listen|processes|fill|window|dns …")
 		return 2
 	}
 	name, args := args[0], args[1:]
@@ -88,6 +89,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			result = Fill(fs.Arg(0), size)
 			return nil
 		}
+	case "dns":
+		run = func() error { result = DNS(fs.Args(), *timeout); return nil }
 	case "window":
 		run = func() error {
 			length, err := time.ParseDuration(fs.Arg(1))
@@ -266,16 +269,23 @@ func dial(address string, timeout time.Duration) Reach {
 		conn.Close()
 		return Reach{Address: address, Result: Open}
 	}
+	result, detail := outcome(err)
+	return Reach{Address: address, Result: result, Detail: detail}
+}
+
+// outcome names what a network error says of the destination: refused,
+// timeout, unreachable (with the error), or error.
+func outcome(err error) (result, detail string) {
 	var netErr net.Error
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return Reach{Address: address, Result: Refused}
+		return Refused, ""
 	case errors.As(err, &netErr) && netErr.Timeout():
-		return Reach{Address: address, Result: Timeout}
+		return Timeout, ""
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EADDRNOTAVAIL):
-		return Reach{Address: address, Result: Unreachable, Detail: err.Error()}
+		return Unreachable, err.Error()
 	}
-	return Reach{Address: address, Result: Failed, Detail: err.Error()}
+	return Failed, err.Error()
 }
 
 // scanParallel is how many ports a scan tries at once.

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testdns"
 )
 
 // listener accepts and closes connections on a loopback port until the
@@ -156,4 +158,57 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestDNSTellsAnAnswerFromSilence: a resolver that replies (NXDOMAIN for
+// the check's name) is answered, a port with no resolver refused, and the
+// name asked for is new each time, so that no cache can answer it.
+func TestDNSTellsAnAnswerFromSilence(t *testing.T) {
+	server, err := testdns.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close() })
+	silent, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := silent.LocalAddr().String()
+	silent.Close()
+
+	got := DNS([]string{server.Addr(), closed}, time.Second)
+	if len(got.Answers) < 2 {
+		t.Fatalf("answers = %+v", got)
+	}
+	answers := got.Answers[len(got.Answers)-2:]
+	if a := answers[0]; a.Server != server.Addr() || a.Result != Answered || a.Rcode != "NXDOMAIN" {
+		t.Errorf("the test resolver: %+v, want answered NXDOMAIN", a)
+	}
+	if !server.Queried(got.Name) {
+		t.Errorf("the test resolver was never asked for %s", got.Name)
+	}
+	if a := answers[1]; a.Result != Refused {
+		t.Errorf("a port without a resolver: %+v, want refused", a)
+	}
+	if again := DNS(nil, time.Second); again.Name == got.Name {
+		t.Errorf("the same name twice: %s", got.Name)
+	}
+}
+
+func TestNameserversReadsResolvConf(t *testing.T) {
+	conf := "search ns.svc.cluster.local svc.cluster.local\nnameserver 10.96.0.10\n# nameserver 1.1.1.1\nnameserver fd00::a\noptions ndots:5\n"
+	if got := nameservers(conf); strings.Join(got, " ") != "10.96.0.10:53 [fd00::a]:53" {
+		t.Errorf("nameservers = %v", got)
+	}
+	if got := nameservers("search .\n"); len(got) != 0 {
+		t.Errorf("no nameserver line: %v", got)
+	}
+}
+
+func TestUsualClusterResolverIsTheTenthServiceAddress(t *testing.T) {
+	for host, want := range map[string]string{"10.96.0.1": "10.96.0.10:53", "172.20.0.1": "172.20.0.10:53", "10.0.0.7": "", "fd00::1": "", "": ""} {
+		if got := usualClusterResolver(host); got != want {
+			t.Errorf("usualClusterResolver(%q) = %q, want %q", host, got, want)
+		}
+	}
 }

@@ -108,3 +108,30 @@ type WindowResult struct {
 	FirstOpen int64 `json:"firstOpen"`
 	Opens     int   `json:"opens"`
 }
+
+// DNSResult is a query for a name no allow-list holds, sent to every
+// resolver a sandbox's code could ask.
+type DNSResult struct {
+	// Name is the name asked for.
+	Name string `json:"name"`
+	// Configured are the resolvers /etc/resolv.conf names (host:port).
+	Configured []string `json:"configured"`
+	// Answers are the outcomes, resolv.conf's resolvers first.
+	Answers  []DNSAnswer `json:"answers"`
+	Problems []string    `json:"problems,omitempty"`
+}
+
+// DNSAnswer is one resolver's outcome.
+type DNSAnswer struct {
+	Server string `json:"server"`
+	// Result is answered, or what kept the answer away: refused, timeout,
+	// unreachable or error.
+	Result string `json:"result"`
+	// Rcode is the answer's response code (NOERROR, NXDOMAIN, SERVFAIL,
+	// REFUSED, ...).
+	Rcode  string `json:"rcode,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Answered is a DNSAnswer's Result when the resolver replied.
+const Answered = "answered"

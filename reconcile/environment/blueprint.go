@@ -280,6 +280,10 @@ func (b Blueprint) workspaceClaim() *corev1.PersistentVolumeClaim {
 	}
 }
 
+// noResolver is the nameserver of a sandbox without cluster DNS: loopback,
+// where nothing answers (glibc's own default when resolv.conf names none).
+const noResolver = "127.0.0.1"
+
 // Pod is the sandbox itself: non-root, no capabilities, no privilege
 // escalation, RuntimeDefault seccomp, no service account token, on the node
 // pool's runtime. RuntimeClass admission adds the pool's node selector,
@@ -346,8 +350,9 @@ func (b Blueprint) Pod() *corev1.Pod {
 				FSGroup:        spec.SecurityContext.FSGroup,
 				SeccompProfile: seccomp,
 			},
-			Containers: []corev1.Container{container},
-			Volumes:    []corev1.Volume{volume},
+			Containers:  []corev1.Container{container},
+			Volumes:     []corev1.Volume{volume},
+			HostAliases: b.egress.serviceHosts(spec.Network),
 		},
 	}
 	if b.gateImage != "" {
@@ -358,6 +363,13 @@ func (b Blueprint) Pod() *corev1.Pod {
 	}
 	if b.nodePool != nil {
 		pod.Spec.RuntimeClassName = ptr.To(b.nodePool.Name)
+	}
+	if !spec.Network.AllowsClusterDNS() {
+		// No resolver the policy blocks: a lookup would wait on it, for
+		// each search domain in turn (40 s for pypi.org with the kubelet's
+		// ndots:5), where loopback refuses it at once.
+		pod.Spec.DNSPolicy = corev1.DNSNone
+		pod.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{noResolver}}
 	}
 	if b.egress.Gateway != nil {
 		pod.Annotations = map[string]string{v1.AnnotationEgressGateway: b.egress.gatewayURL()}

@@ -234,10 +234,9 @@ func (e Egress) podEnv(n v1.Network, template []v1.EnvVar) []corev1.EnvVar {
 		case rule.CIDR != "":
 			noProxy = append(noProxy, rule.CIDR)
 		case rule.Service != nil:
-			ref := rule.Service
-			noProxy = append(noProxy, ref.Name+"."+ref.Namespace, ref.Name+"."+ref.Namespace+".svc", ref.Name+"."+ref.Namespace+".svc.cluster.local")
-			if svc := e.Services[*ref]; svc != nil && svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone {
-				noProxy = append(noProxy, svc.Spec.ClusterIP)
+			noProxy = append(noProxy, serviceNames(*rule.Service)...)
+			if ip := e.clusterIP(*rule.Service); ip != "" {
+				noProxy = append(noProxy, ip)
 			}
 		}
 	}
@@ -254,4 +253,41 @@ func (e Egress) podEnv(n v1.Network, template []v1.EnvVar) []corev1.EnvVar {
 	return slices.DeleteFunc(out, func(v corev1.EnvVar) bool {
 		return slices.ContainsFunc(template, func(t v1.EnvVar) bool { return t.Name == v.Name })
 	})
+}
+
+// serviceNames are the names cluster DNS gives a Service.
+func serviceNames(ref v1.ServiceReference) []string {
+	short := ref.Name + "." + ref.Namespace
+	return []string{short, short + ".svc", short + ".svc.cluster.local"}
+}
+
+// clusterIP is the cluster IP of a service rule's Service; "" when it has
+// none (a headless Service) or was not resolved.
+func (e Egress) clusterIP(ref v1.ServiceReference) string {
+	svc := e.Services[ref]
+	if svc == nil || svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		return ""
+	}
+	return svc.Spec.ClusterIP
+}
+
+// serviceHosts are the /etc/hosts entries of a sandbox that may not ask
+// the cluster resolver: each service rule's Service under its DNS names at
+// its cluster IP, so that code reaches it by name all the same. With
+// cluster DNS allowed there are none, so the resolver's answer, which
+// follows a recreated Service, is the one used.
+func (e Egress) serviceHosts(n v1.Network) []corev1.HostAlias {
+	if n.AllowsClusterDNS() {
+		return nil
+	}
+	var out []corev1.HostAlias
+	for _, rule := range n.Egress {
+		if rule.Service == nil {
+			continue
+		}
+		if ip := e.clusterIP(*rule.Service); ip != "" {
+			out = append(out, corev1.HostAlias{IP: ip, Hostnames: serviceNames(*rule.Service)})
+		}
+	}
+	return out
 }

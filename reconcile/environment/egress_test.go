@@ -97,3 +97,31 @@ func TestTargetPortsTranslateTheServicesPorts(t *testing.T) {
 		t.Errorf("a port the Service does not expose (its target port) is not reported: %v", missing)
 	}
 }
+
+// TestServicesByNameWithoutClusterDNS: a sandbox that may not ask the
+// cluster resolver is given none (loopback, which refuses at once) and
+// finds its service rules' Services by their DNS names in /etc/hosts; one
+// that may ask gets the cluster's resolver and no entries. A headless
+// Service (no cluster IP to give) gets none either.
+func TestServicesByNameWithoutClusterDNS(t *testing.T) {
+	vllm := v1.ServiceReference{Namespace: "models", Name: "vllm"}
+	headless := v1.ServiceReference{Namespace: "models", Name: "db"}
+	e := Egress{Services: map[v1.ServiceReference]*corev1.Service{
+		vllm:     {Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.20"}},
+		headless: {Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}},
+	}}
+	n := v1.Network{Egress: []v1.EgressRule{{Service: &vllm}, {Service: &headless}, {CIDR: "192.0.2.0/24"}}}
+	pod := Blueprint{egress: e, template: &v1.SandboxTemplate{Spec: v1.SandboxTemplateSpec{Network: n}}}.Pod()
+	want := []corev1.HostAlias{{IP: "10.96.0.20", Hostnames: []string{"vllm.models", "vllm.models.svc", "vllm.models.svc.cluster.local"}}}
+	if !slices.EqualFunc(pod.Spec.HostAliases, want, func(a, b corev1.HostAlias) bool { return a.IP == b.IP && slices.Equal(a.Hostnames, b.Hostnames) }) {
+		t.Errorf("host aliases without cluster DNS = %+v, want %+v", pod.Spec.HostAliases, want)
+	}
+	if pod.Spec.DNSPolicy != corev1.DNSNone || pod.Spec.DNSConfig == nil || !slices.Equal(pod.Spec.DNSConfig.Nameservers, []string{"127.0.0.1"}) {
+		t.Errorf("without cluster DNS the pod's resolver is %s %+v, want none but loopback", pod.Spec.DNSPolicy, pod.Spec.DNSConfig)
+	}
+	n.ClusterDNS = ptr.To(true)
+	pod = Blueprint{egress: e, template: &v1.SandboxTemplate{Spec: v1.SandboxTemplateSpec{Network: n}}}.Pod()
+	if len(pod.Spec.HostAliases) != 0 || pod.Spec.DNSPolicy != "" || pod.Spec.DNSConfig != nil {
+		t.Errorf("with cluster DNS the pod gets host aliases %+v, DNS policy %q, config %+v; want the cluster's", pod.Spec.HostAliases, pod.Spec.DNSPolicy, pod.Spec.DNSConfig)
+	}
+}

@@ -77,7 +77,7 @@ func networkPolicy(namespace string, n v1.Network, blocked []netip.Prefix, egres
 			Egress:      []networkingv1.NetworkPolicyEgressRule{},
 		},
 	}
-	if n.ClusterDNS == nil || *n.ClusterDNS {
+	if n.AllowsClusterDNS() {
 		np.Spec.Egress = append(np.Spec.Egress, networkingv1.NetworkPolicyEgressRule{
 			To: []networkingv1.NetworkPolicyPeer{{
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "kube-system"}},

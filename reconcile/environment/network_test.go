@@ -45,3 +45,27 @@ func TestEgressAllowsReadsThePolicyAsTheEnforcerWould(t *testing.T) {
 		t.Error("a template without egress rules allows an address")
 	}
 }
+
+// TestClusterDNSOnlyWhenTheTemplateAllowsIt: a template that says nothing
+// of DNS gets no way to the cluster resolver (it forwards any name, so a
+// query's name carries data out); one that allows it gets the kube-dns
+// pods on port 53 and nothing else.
+func TestClusterDNSOnlyWhenTheTemplateAllowsIt(t *testing.T) {
+	if np := networkPolicy("sandbox-a", v1.Network{}, nil, Egress{}); len(np.Spec.Egress) != 0 {
+		t.Errorf("a template without clusterDNS allows %+v", np.Spec.Egress)
+	}
+	np := networkPolicy("sandbox-a", v1.Network{ClusterDNS: ptr.To(true)}, nil, Egress{})
+	if len(np.Spec.Egress) != 1 {
+		t.Fatalf("clusterDNS: true gives %d egress rules, want the resolver's alone", len(np.Spec.Egress))
+	}
+	rule := np.Spec.Egress[0]
+	if len(rule.To) != 1 || rule.To[0].PodSelector == nil || rule.To[0].PodSelector.MatchLabels["k8s-app"] != "kube-dns" ||
+		rule.To[0].NamespaceSelector == nil || rule.To[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "kube-system" {
+		t.Errorf("the resolver rule's peers: %+v", rule.To)
+	}
+	for _, p := range rule.Ports {
+		if p.Port == nil || p.Port.IntValue() != 53 {
+			t.Errorf("the resolver rule opens port %v", p.Port)
+		}
+	}
+}

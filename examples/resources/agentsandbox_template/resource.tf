@@ -17,6 +17,8 @@ resource "agentsandbox_template" "python" {
     workspace     = { persistent = true, size = "5Gi" }
     node_pool_ref = { name = "gvisor" }
     network = {
+      # Names resolve through the cluster's resolver (off by default): with
+      # the internet open on 443, DNS adds no way out.
       cluster_dns = true
       egress = [{
         cidr   = "0.0.0.0/0"
