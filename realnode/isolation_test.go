@@ -30,12 +30,21 @@ pids = [p for p in os.listdir("/proc") if p.isdigit()]
 cmdlines = [read("/proc/%s/cmdline" % p).replace("\0", " ").strip() for p in pids]
 try: dmesg = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10).stdout
 except Exception as e: dmesg = "error: " + type(e).__name__
+def echo(host):
+    try: s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP)
+    except OSError as e: return "no socket: " + str(e)
+    s.settimeout(2)
+    try:
+        s.sendto(b"\x08\x00\x00\x00\x00\x00\x00\x01data", (host, 0))
+        s.recvfrom(1500)
+        return "reply"
+    except OSError as e: return "no reply: " + str(e)
 print(json.dumps({
     "hostname": socket.gethostname(), "uid": os.getuid(), "gid": os.getgid(),
     "pid1": read("/proc/1/cmdline").replace("\0", " ").strip(), "processes": cmdlines,
     "hostFileVisible": os.path.exists(sys.argv[1]),
     "workspaceWritable": writable("/workspace/probe"),
-    "kernel": read("/proc/version"), "dmesg": dmesg,
+    "kernel": read("/proc/version"), "dmesg": dmesg, "icmpEcho": echo(sys.argv[2]),
 }))
 `
 
@@ -49,10 +58,13 @@ type facts struct {
 	WorkspaceWritable bool     `json:"workspaceWritable"`
 	Kernel            string   `json:"kernel"`
 	Dmesg             string   `json:"dmesg"`
+	// ICMPEcho is what an echo request to the node got: no socket, no
+	// reply, or a reply.
+	ICMPEcho string `json:"icmpEcho"`
 }
 
 // checkIsolation proves the code runs inside the sandbox, not on this
-// host. What the isolation check judges besides (capabilities,
+// host, and sends nothing out over ICMP. What the isolation check judges besides (capabilities,
 // no_new_privs, seccomp, the token, the read-only root) the same suite
 // asserts through it (checkIsolationCheck).
 func (e env) checkIsolation(t *testing.T, sbx started, handler string) {
@@ -62,7 +74,7 @@ func (e env) checkIsolation(t *testing.T, sbx started, handler string) {
 	}
 	t.Cleanup(func() { _ = os.Remove(marker) })
 	var got facts
-	e.pythonJSON(t, sbx.Name, factsProgram, &got, marker)
+	e.pythonJSON(t, sbx.Name, factsProgram, &got, marker, realnode.NodeIP)
 	host, _ := os.Hostname()
 	if got.Hostname == host {
 		t.Errorf("hostname %q is the host's", got.Hostname)
@@ -89,10 +101,19 @@ func (e env) checkIsolation(t *testing.T, sbx started, handler string) {
 		if strings.Contains(got.Dmesg+got.Kernel, "gVisor") {
 			t.Errorf("a runc sandbox reports gVisor: %s", got.Dmesg)
 		}
+		// ping_group_range leaves no group an ICMP socket.
+		if !strings.HasPrefix(got.ICMPEcho, "no socket") {
+			t.Errorf("an ICMP echo to the node: %s, want no socket to send it", got.ICMPEcho)
+		}
 	case realnode.GVisorHandler:
 		// The application talks to gVisor's kernel, not the host's.
 		if !strings.Contains(got.Dmesg, "gVisor") {
 			t.Errorf("dmesg does not show gVisor's kernel: %q (kernel %q)", got.Dmesg, got.Kernel)
+		}
+		// gVisor opens the socket whatever the sysctl; the policy drops
+		// the echo.
+		if !strings.HasPrefix(got.ICMPEcho, "no ") {
+			t.Errorf("an ICMP echo to the node: %s, want none answered", got.ICMPEcho)
 		}
 	}
 }

@@ -349,6 +349,7 @@ func (b Blueprint) Pod() *corev1.Pod {
 				RunAsGroup:     spec.SecurityContext.RunAsGroup,
 				FSGroup:        spec.SecurityContext.FSGroup,
 				SeccompProfile: seccomp,
+				Sysctls:        icmpSysctls(spec.Network),
 			},
 			Containers:  []corev1.Container{container},
 			Volumes:     []corev1.Volume{volume},

@@ -188,3 +188,18 @@ func inBlock(block *networkingv1.IPBlock, addr netip.Addr) bool {
 	}
 	return true
 }
+
+// icmpSysctls close the pod's unprivileged ICMP sockets (the runtime opens
+// them to every group) unless a cidr rule of every port lets ICMP through
+// the policy: echo requests carry data as well as any packet, and the
+// sandbox has no raw sockets. This holds under runc whatever the enforcer
+// does with ICMP; gVisor's network stack ignores the sysctl, and there the
+// policy alone stops ICMP.
+func icmpSysctls(n v1.Network) []corev1.Sysctl {
+	for _, r := range n.Egress {
+		if r.CIDR != "" && len(r.Ports) == 0 {
+			return nil
+		}
+	}
+	return []corev1.Sysctl{{Name: "net.ipv4.ping_group_range", Value: "1 0"}}
+}

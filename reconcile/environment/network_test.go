@@ -69,3 +69,24 @@ func TestClusterDNSOnlyWhenTheTemplateAllowsIt(t *testing.T) {
 		}
 	}
 }
+
+// TestICMPSocketsOnlyWhereThePolicyLetsICMPThrough: a sandbox's pod may
+// open no ICMP socket (no group in ping_group_range) unless a cidr rule of
+// every port, the only kind NetworkPolicy lets ICMP through, allows some.
+func TestICMPSocketsOnlyWhereThePolicyLetsICMPThrough(t *testing.T) {
+	closed := []v1.Network{
+		{},
+		{Egress: []v1.EgressRule{{CIDR: "0.0.0.0/0", Ports: []v1.NetworkPort{{Port: 443}}}}},
+		{Egress: []v1.EgressRule{{Hosts: []string{"pypi.org"}}, {Service: &v1.ServiceReference{Namespace: "m", Name: "s"}}}},
+	}
+	for _, n := range closed {
+		pod := Blueprint{template: &v1.SandboxTemplate{Spec: v1.SandboxTemplateSpec{Network: n}}}.Pod()
+		if got := pod.Spec.SecurityContext.Sysctls; len(got) != 1 || got[0].Name != "net.ipv4.ping_group_range" || got[0].Value != "1 0" {
+			t.Errorf("egress %+v: sysctls %+v, want ping_group_range 1 0", n.Egress, got)
+		}
+	}
+	open := v1.Network{Egress: []v1.EgressRule{{CIDR: "10.20.0.0/16"}}}
+	if got := icmpSysctls(open); got != nil {
+		t.Errorf("a cidr rule of every port: sysctls %+v, want none", got)
+	}
+}
