@@ -199,6 +199,7 @@ func runtimeSuite(t *testing.T, handler string) {
 		t.Run("workspace survives stop and start", func(t *testing.T) { e.checkStopStart(t, sbxTarget) })
 		t.Run("port-forward", func(t *testing.T) { e.checkPortForward(t, sbxAllow) })
 		t.Run("memory limit", func(t *testing.T) { e.checkMemoryLimit(t, pool) })
+		t.Run("ephemeral-storage limit", func(t *testing.T) { e.checkEphemeralStorageLimit(t, pool, sbxTarget) })
 	} else {
 		t.Run("warm claim and run", func(t *testing.T) { e.checkWarmClaim(t, target) })
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -333,4 +334,59 @@ func (e env) ctr(t testing.TB, args ...string) string {
 		t.Fatalf("ctr %s: %v", strings.Join(args, " "), err)
 	}
 	return string(out)
+}
+
+// checkEphemeralStorageLimit: code that writes past its sandbox's
+// ephemeral-storage limit through the root file system gets the pod
+// evicted by the kubelet rather than the node's disk filled, and the
+// sandbox starts again on a new pod, its workspace kept. A template that
+// sets no limit (as sbx's) gets DefaultEphemeralStorage; under runc
+// nothing else bounds the root file system.
+func (e env) checkEphemeralStorageLimit(t *testing.T, pool *v1.NodePool, sbx started) {
+	if got := sbx.pod.Spec.Containers[0].Resources.Limits[corev1.ResourceEphemeralStorage]; got.String() != v1.DefaultEphemeralStorage {
+		t.Errorf("a sandbox whose template sets no ephemeral-storage limit has %q, want %s", got.String(), v1.DefaultEphemeralStorage)
+	}
+	tpl := e.template(t, pool, func(s *v1.SandboxTemplateSpec) {
+		s.SecurityContext.ReadOnlyRootFilesystem = false
+		s.Resources.Limits[corev1.ResourceEphemeralStorage] = resource.MustParse("128Mi")
+	})
+	filler := e.sandboxes(t, tpl)[0]
+	e.python(t, filler.Name, "open('/workspace/kept', 'w').write('kept')")
+	e.python(t, filler.Name, "f = open('/tmp/fill', 'wb')\nfor _ in range(256): f.write(b'x' * (1 << 20))\nf.close()")
+
+	ctx := context.Background()
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, waitReady, true, func(ctx context.Context) (bool, error) {
+		got := &v1.Sandbox{}
+		if err := e.c.Get(ctx, client.ObjectKey{Name: filler.Name}, got); err != nil {
+			return false, err
+		}
+		pod, err := e.sdk.Pod(ctx, filler.Name)
+		if err != nil {
+			return false, nil // between the evicted pod and its replacement
+		}
+		return pod.UID != filler.pod.UID && conditions.IsTrue(got, v1.ReadyCondition), nil
+	})
+	if err != nil {
+		t.Fatalf("a sandbox that wrote 256 MiB under a 128Mi ephemeral-storage limit was not started again on a new pod: %v", err)
+	}
+	// Its owner can tell why it started again: the Failed phase's event
+	// gives the kubelet's words.
+	events := &corev1.EventList{}
+	if err := e.c.List(ctx, events, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for _, ev := range events.Items {
+		if ev.InvolvedObject.Kind == v1.KindSandbox && ev.InvolvedObject.Name == filler.Name {
+			seen = append(seen, ev.Reason+": "+ev.Message)
+		}
+	}
+	if !slices.ContainsFunc(seen, func(s string) bool {
+		return strings.HasPrefix(s, string(v1.SandboxPhaseFailed)+": ") && strings.Contains(s, "ephemeral local storage")
+	}) {
+		t.Errorf("no Failed event names the eviction for ephemeral storage; the sandbox's events: %q", seen)
+	}
+	if got := e.python(t, filler.Name, "print(open('/workspace/kept').read())"); strings.TrimSpace(got) != "kept" {
+		t.Errorf("the workspace after the eviction holds %q, want the file written before", got)
+	}
 }

@@ -32,6 +32,15 @@ func (in *Workspace) MountPathOrDefault() string {
 	return in.MountPath
 }
 
+// DefaultEphemeralStorage is the ephemeral-storage limit of a sandbox
+// whose template sets none, beside its workspace when that is ephemeral
+// (an emptyDir, which counts toward the same limit). Without a limit,
+// code under runc could fill the node's disk through its root file
+// system; past it, the kubelet evicts the pod and the sandbox starts
+// again. (Under gVisor the root file system's writes are kept in memory,
+// within the memory limit.)
+const DefaultEphemeralStorage = "10Gi"
+
 // DefaultClusterDNS is a template's network.clusterDNS when it sets none
 // (the CRD's default): off, since the cluster resolver forwards any name,
 // and a name can carry data out past every egress rule.

@@ -59,6 +59,10 @@ func TestDefaultsMatchTheCRD(t *testing.T) {
 		t.Errorf("an empty workspace: size %s, mount path %q", size.String(), empty.MountPathOrDefault())
 	}
 
+	limits := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["resources"].Properties["limits"]
+	if !strings.Contains(limits.Description, "gets "+v1.DefaultEphemeralStorage+",") {
+		t.Errorf("spec.resources.limits's description does not give DefaultEphemeralStorage (%s): %q", v1.DefaultEphemeralStorage, limits.Description)
+	}
 	network := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["network"]
 	want := strconv.FormatBool(v1.DefaultClusterDNS)
 	if d := network.Properties["clusterDNS"].Default; d == nil || string(d.Raw) != want {

@@ -149,6 +149,9 @@ type Resources struct {
 	// +optional
 	Requests corev1.ResourceList `json:"requests,omitempty"`
 	// Limits the sandbox cannot exceed (cpu, memory, ephemeral-storage).
+	// Without an ephemeral-storage limit a sandbox gets 10Gi, plus its
+	// workspace when that is ephemeral (and at least its request): past
+	// it the kubelet evicts the pod, and the sandbox starts again.
 	// +kubebuilder:validation:MaxProperties=3
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['cpu', 'memory', 'ephemeral-storage'])",message="only cpu, memory and ephemeral-storage can be limited"
 	// +optional

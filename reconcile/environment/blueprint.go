@@ -280,6 +280,29 @@ func (b Blueprint) workspaceClaim() *corev1.PersistentVolumeClaim {
 	}
 }
 
+// containerLimits are the template's limits, with an ephemeral-storage
+// limit where it sets none: DefaultEphemeralStorage plus the workspace
+// when the workspace is an emptyDir, which the kubelet counts toward the
+// pod's total, and never below the template's request.
+func (b Blueprint) containerLimits() corev1.ResourceList {
+	res := b.template.Spec.Resources
+	limits := res.Limits
+	if _, set := limits[corev1.ResourceEphemeralStorage]; set {
+		return limits
+	}
+	storage := resource.MustParse(v1.DefaultEphemeralStorage)
+	if ws := b.template.Spec.Workspace; !ws.Persistent {
+		storage.Add(ws.SizeOrDefault())
+	}
+	if request, set := res.Requests[corev1.ResourceEphemeralStorage]; set && request.Cmp(storage) > 0 {
+		storage = request
+	}
+	out := make(corev1.ResourceList, len(limits)+1)
+	maps.Copy(out, limits)
+	out[corev1.ResourceEphemeralStorage] = storage
+	return out
+}
+
 // noResolver is the nameserver of a sandbox without cluster DNS: loopback,
 // where nothing answers (glibc's own default when resolv.conf names none).
 const noResolver = "127.0.0.1"
@@ -310,7 +333,7 @@ func (b Blueprint) Pod() *corev1.Pod {
 		Command:         spec.Command,
 		Args:            spec.Args,
 		WorkingDir:      workingDir,
-		Resources:       corev1.ResourceRequirements{Requests: spec.Resources.Requests, Limits: spec.Resources.Limits},
+		Resources:       corev1.ResourceRequirements{Requests: spec.Resources.Requests, Limits: b.containerLimits()},
 		VolumeMounts:    []corev1.VolumeMount{{Name: v1.WorkspaceName, MountPath: mountPath}},
 		SecurityContext: &corev1.SecurityContext{
 			RunAsNonRoot:             ptr.To(true),

@@ -9,7 +9,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
 )
@@ -188,4 +190,37 @@ func claimOfPython(owner string) (*v1.WarmPool, *v1.SandboxTemplate, *corev1.Nam
 		Spec:       v1.SandboxSpec{WarmPoolRef: &v1.LocalObjectReference{Name: "python"}, Owner: owner},
 	}
 	return pool, tpl, ForMember(pool, "sandbox-wp-python-x1", tpl, nil).NamespaceObject(), sbx
+}
+
+// TestEphemeralStorageIsLimitedWhereTheTemplateSaysNothing: a sandbox's
+// container may not write more than DefaultEphemeralStorage (plus its
+// workspace when that is an emptyDir, which counts toward the same limit,
+// and no less than its request) unless the template sets its own limit,
+// which is kept as it is.
+func TestEphemeralStorageIsLimitedWhereTheTemplateSaysNothing(t *testing.T) {
+	limit := func(spec v1.SandboxTemplateSpec) string {
+		pod := Blueprint{template: &v1.SandboxTemplate{Spec: spec}}.Pod()
+		q := pod.Spec.Containers[0].Resources.Limits[corev1.ResourceEphemeralStorage]
+		return q.String()
+	}
+	memory := corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
+	if got := limit(v1.SandboxTemplateSpec{Resources: v1.Resources{Limits: memory}}); got != "11Gi" {
+		t.Errorf("an ephemeral workspace of the default 1Gi: limit %s, want 10Gi + 1Gi", got)
+	}
+	persistent := v1.SandboxTemplateSpec{Workspace: v1.Workspace{Persistent: true, Size: ptr.To(resource.MustParse("50Gi"))}}
+	if got := limit(persistent); got != v1.DefaultEphemeralStorage {
+		t.Errorf("a persistent workspace: limit %s, want %s", got, v1.DefaultEphemeralStorage)
+	}
+	requested := persistent
+	requested.Resources.Requests = corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("20Gi")}
+	if got := limit(requested); got != "20Gi" {
+		t.Errorf("a request of 20Gi and no limit: limit %s, want the request", got)
+	}
+	own := v1.SandboxTemplateSpec{Resources: v1.Resources{Limits: corev1.ResourceList{corev1.ResourceEphemeralStorage: resource.MustParse("2Gi")}}}
+	if got := limit(own); got != "2Gi" {
+		t.Errorf("the template's own 2Gi: limit %s", got)
+	}
+	if _, set := memory[corev1.ResourceEphemeralStorage]; set {
+		t.Error("the template's limits were changed in place")
+	}
 }
