@@ -41,6 +41,13 @@ func (in *Workspace) MountPathOrDefault() string {
 // within the memory limit.)
 const DefaultEphemeralStorage = "10Gi"
 
+// DefaultMemoryLimit is the memory limit of a sandbox whose template sets
+// resources but no memory limit (the CRD's default limit, which applies
+// only where resources are left out whole), unless its request is more.
+// Without one, its code could take the node's memory from every other
+// sandbox there.
+const DefaultMemoryLimit = "1Gi"
+
 // DefaultClusterDNS is a template's network.clusterDNS when it sets none
 // (the CRD's default): off, since the cluster resolver forwards any name,
 // and a name can carry data out past every egress rule.

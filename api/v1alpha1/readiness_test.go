@@ -1,6 +1,7 @@
 package v1alpha1_test
 
 import (
+	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -59,9 +60,18 @@ func TestDefaultsMatchTheCRD(t *testing.T) {
 		t.Errorf("an empty workspace: size %s, mount path %q", size.String(), empty.MountPathOrDefault())
 	}
 
-	limits := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["resources"].Properties["limits"]
-	if !strings.Contains(limits.Description, "gets "+v1.DefaultEphemeralStorage+",") {
-		t.Errorf("spec.resources.limits's description does not give DefaultEphemeralStorage (%s): %q", v1.DefaultEphemeralStorage, limits.Description)
+	resources := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["resources"]
+	var defaulted struct {
+		Limits map[string]string `json:"limits"`
+	}
+	if resources.Default == nil || json.Unmarshal(resources.Default.Raw, &defaulted) != nil || defaulted.Limits["memory"] != v1.DefaultMemoryLimit {
+		t.Errorf("spec.resources defaults to %v in the CRD, DefaultMemoryLimit is %s", resources.Default, v1.DefaultMemoryLimit)
+	}
+	limits := resources.Properties["limits"]
+	for name, value := range map[string]string{"DefaultMemoryLimit": v1.DefaultMemoryLimit + " (", "DefaultEphemeralStorage": v1.DefaultEphemeralStorage + ","} {
+		if !strings.Contains(strings.Join(strings.Fields(limits.Description), " "), "gets "+value) {
+			t.Errorf("spec.resources.limits's description does not give %s (%s): %q", name, value, limits.Description)
+		}
 	}
 	network := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["network"]
 	want := strconv.FormatBool(v1.DefaultClusterDNS)

@@ -149,7 +149,8 @@ type Resources struct {
 	// +optional
 	Requests corev1.ResourceList `json:"requests,omitempty"`
 	// Limits the sandbox cannot exceed (cpu, memory, ephemeral-storage).
-	// Without an ephemeral-storage limit a sandbox gets 10Gi, plus its
+	// Without a memory limit a sandbox gets 1Gi (or its request, when
+	// more). Without an ephemeral-storage limit it gets 10Gi, plus its
 	// workspace when that is ephemeral (and at least its request): past
 	// it the kubelet evicts the pod, and the sandbox starts again.
 	// +kubebuilder:validation:MaxProperties=3

@@ -280,26 +280,34 @@ func (b Blueprint) workspaceClaim() *corev1.PersistentVolumeClaim {
 	}
 }
 
-// containerLimits are the template's limits, with an ephemeral-storage
-// limit where it sets none: DefaultEphemeralStorage plus the workspace
-// when the workspace is an emptyDir, which the kubelet counts toward the
-// pod's total, and never below the template's request.
+// containerLimits are the template's limits, with the two a sandbox must
+// not go without where it sets none: memory (DefaultMemoryLimit) and
+// ephemeral storage (DefaultEphemeralStorage plus the workspace when the
+// workspace is an emptyDir, which the kubelet counts toward the pod's
+// total); either never below the template's request.
 func (b Blueprint) containerLimits() corev1.ResourceList {
 	res := b.template.Spec.Resources
-	limits := res.Limits
-	if _, set := limits[corev1.ResourceEphemeralStorage]; set {
-		return limits
-	}
 	storage := resource.MustParse(v1.DefaultEphemeralStorage)
 	if ws := b.template.Spec.Workspace; !ws.Persistent {
 		storage.Add(ws.SizeOrDefault())
 	}
-	if request, set := res.Requests[corev1.ResourceEphemeralStorage]; set && request.Cmp(storage) > 0 {
-		storage = request
+	defaults := corev1.ResourceList{
+		corev1.ResourceMemory:           resource.MustParse(v1.DefaultMemoryLimit),
+		corev1.ResourceEphemeralStorage: storage,
 	}
-	out := make(corev1.ResourceList, len(limits)+1)
-	maps.Copy(out, limits)
-	out[corev1.ResourceEphemeralStorage] = storage
+	out := maps.Clone(res.Limits)
+	for name, limit := range defaults {
+		if _, set := out[name]; set {
+			continue
+		}
+		if request, set := res.Requests[name]; set && request.Cmp(limit) > 0 {
+			limit = request
+		}
+		if out == nil {
+			out = corev1.ResourceList{}
+		}
+		out[name] = limit
+	}
 	return out
 }
 

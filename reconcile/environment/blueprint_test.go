@@ -224,3 +224,32 @@ func TestEphemeralStorageIsLimitedWhereTheTemplateSaysNothing(t *testing.T) {
 		t.Error("the template's limits were changed in place")
 	}
 }
+
+// TestMemoryIsLimitedWhereTheTemplateSaysNothing: a template with
+// resources but no memory limit gives its sandbox DefaultMemoryLimit, or
+// its request when that is more; its own limit is kept.
+func TestMemoryIsLimitedWhereTheTemplateSaysNothing(t *testing.T) {
+	limit := func(res v1.Resources) string {
+		pod := Blueprint{template: &v1.SandboxTemplate{Spec: v1.SandboxTemplateSpec{Resources: res}}}.Pod()
+		q := pod.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory]
+		return q.String()
+	}
+	cpu := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	for _, tc := range []struct {
+		name string
+		res  v1.Resources
+		want string
+	}{
+		{"no resources at all", v1.Resources{}, v1.DefaultMemoryLimit},
+		{"a cpu limit only", v1.Resources{Limits: cpu}, v1.DefaultMemoryLimit},
+		{"a request above the default", v1.Resources{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi")}}, "4Gi"},
+		{"its own limit", v1.Resources{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}}, "256Mi"},
+	} {
+		if got := limit(tc.res); got != tc.want {
+			t.Errorf("%s: memory limit %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	if len(cpu) != 1 {
+		t.Error("the template's limits were changed in place")
+	}
+}
