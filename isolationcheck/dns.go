@@ -24,8 +24,8 @@ const dnsDenyFix = "the template allows no DNS, yet a resolver answered: the Net
 	"or the resolver is one the policy does not cover (a node-local DNS cache, a CNI's DNS proxy); block it for the sandboxes' pods"
 
 // dnsRow asks, from sandbox a, every resolver it could ask (its
-// resolv.conf's and --resolver's) for a name no rule allows, and judges
-// the answers.
+// resolv.conf's, the cluster's usual DNS address and --resolver's) for a
+// name no rule allows, and judges the answers.
 func (c *check) dnsRow(ctx context.Context) Row {
 	var result probe.DNSResult
 	if err := c.runJSON(ctx, c.a, &result, append([]string{"dns", "--timeout=2s"}, c.opts.Resolvers...)...); err != nil {
@@ -35,8 +35,8 @@ func (c *check) dnsRow(ctx context.Context) Row {
 }
 
 // judgeDNS: an answer to a sandbox whose template allows no DNS is an
-// escape; where it allows cluster DNS (or a cidr rule the resolver), a
-// note that says what the answer means.
+// escape; where it allows cluster DNS (or a cidr rule allows the
+// resolver), a note that says what the answer means.
 func (c *check) judgeDNS(r probe.DNSResult) Row {
 	var answered, silent []string
 	allowed := c.template.Spec.Network.AllowsClusterDNS()

@@ -18,11 +18,12 @@ import (
 const resolvConf = "/etc/resolv.conf"
 
 // DNS asks each resolver the sandbox is given (resolv.conf's nameservers),
-// the address clusters usually give theirs, and each of extra, over UDP, for the A record of a name under .invalid
-// that no allow-list holds, with a random label so that no cache answers
-// it. Any answer, NXDOMAIN included, means the query reached a resolver:
-// one that forwards what it cannot answer carries whatever the name holds
-// out of the cluster, past every egress rule.
+// the address clusters usually give theirs, and each of extra, over UDP,
+// for the A record of a name under .invalid that no allow-list holds, with
+// a random label so that no cache answers it. Any answer, NXDOMAIN
+// included, means the query reached a resolver: one that forwards what it
+// cannot answer carries whatever the name holds out of the cluster, past
+// every egress rule.
 func DNS(extra []string, timeout time.Duration) DNSResult {
 	out := DNSResult{Configured: []string{}, Answers: []DNSAnswer{}}
 	conf, err := os.ReadFile(resolvConf)
