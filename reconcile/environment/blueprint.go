@@ -397,9 +397,9 @@ func (b Blueprint) Pod() *corev1.Pod {
 		pod.Spec.RuntimeClassName = ptr.To(b.nodePool.Name)
 	}
 	if !spec.Network.AllowsClusterDNS() {
-		// No resolver the policy blocks: a lookup would wait on it, for
-		// each search domain in turn (40 s for pypi.org with the kubelet's
-		// ndots:5), where loopback refuses it at once.
+		// No resolver the policy blocks: a lookup would wait on it, 5 s
+		// a try for each of the kubelet's search domains in turn, where
+		// loopback refuses it at once.
 		pod.Spec.DNSPolicy = corev1.DNSNone
 		pod.Spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{noResolver}}
 	}
