@@ -39,7 +39,8 @@ func (c *check) dnsRow(ctx context.Context) Row {
 // resolver), a note that says what the answer means.
 func (c *check) judgeDNS(r probe.DNSResult) Row {
 	var answered, silent []string
-	allowed := c.template.Spec.Network.AllowsClusterDNS()
+	clusterDNS := c.template.Spec.Network.AllowsClusterDNS()
+	allowed := clusterDNS
 	for _, a := range r.Answers {
 		if a.Result != probe.Answered {
 			silent = append(silent, a.Server+" "+a.Result)
@@ -53,7 +54,11 @@ func (c *check) judgeDNS(r probe.DNSResult) Row {
 		if len(silent) > 0 {
 			observed = "none answered: " + strings.Join(silent, ", ")
 		}
-		if c.template.Spec.Network.AllowsClusterDNS() {
+		// An unreadable resolv.conf is no proof that none is configured.
+		if len(r.Problems) > 0 {
+			observed += "; " + strings.Join(r.Problems, "; ")
+		}
+		if clusterDNS {
 			return Row{Probe: dnsProbe, Expected: "answers (the template allows cluster DNS)", Observed: observed, Result: Note}
 		}
 		return judge(dnsProbe, "no answer", observed, true, "")

@@ -117,6 +117,7 @@ func TestAResolverThatAnswersIsAnEscapeOnlyWhereNoDNSIsAllowed(t *testing.T) {
 		{"no DNS, an answer", checkOf(), answered, Escaped, "10.96.0.10:53 answered NXDOMAIN for agentsandbox-check-1.invalid."},
 		{"no DNS, silence", checkOf(), silent, Held, "10.96.0.10:53 timeout"},
 		{"no DNS, no resolver", checkOf(), probe.DNSResult{}, Held, "no resolver configured"},
+		{"no DNS, resolv.conf unreadable", checkOf(), probe.DNSResult{Problems: []string{"open /etc/resolv.conf: permission denied"}}, Held, "no resolver configured; open /etc/resolv.conf: permission denied"},
 		{"cluster DNS, an answer", withDNS, answered, Note, "answered NXDOMAIN"},
 		{"cluster DNS, silence", withDNS, silent, Note, "none answered"},
 		{"a cidr rule of the resolver", checkOf(v1.EgressRule{CIDR: "10.96.0.10/32"}), answered, Note, "answered NXDOMAIN"},
