@@ -277,7 +277,9 @@ func namespaceTransform() toolscache.TransformFunc {
 }
 
 // podTransform keeps of a sandbox's pod what the controllers read: its
-// metadata, the node it runs on and of its status the phase, message, IP,
+// metadata, the node it runs on, its /etc/hosts entries (the Service
+// addresses it was given, which Egress.Moved compares; none for most
+// sandboxes) and of its status the phase, message, IP,
 // the Ready and PodScheduled conditions and its containers' statuses
 // without the parts nobody reads (images, IDs, resources, mounts).
 // The spec (containers, volumes, the service account token's projection)
@@ -287,7 +289,7 @@ func namespaceTransform() toolscache.TransformFunc {
 // metadata.
 func podTransform() toolscache.TransformFunc {
 	return stripThen(func(pod *corev1.Pod) {
-		pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName}
+		pod.Spec = corev1.PodSpec{NodeName: pod.Spec.NodeName, HostAliases: pod.Spec.HostAliases}
 		status := pod.Status
 		pod.Status = corev1.PodStatus{
 			Phase: corev1.PodPhase(intern(string(status.Phase))), Reason: intern(status.Reason), Message: status.Message,

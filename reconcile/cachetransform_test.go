@@ -168,8 +168,9 @@ func TestPodTransformKeepsWhatControllersRead(t *testing.T) {
 		},
 		Spec: corev1.PodSpec{
 			NodeName: "node-1", RuntimeClassName: ptr.To("gvisor"),
-			Containers: []corev1.Container{{Name: "sandbox", Image: "python:3.12", Env: []corev1.EnvVar{{Name: "A", Value: "1"}}}},
-			Volumes:    []corev1.Volume{{Name: "workspace"}},
+			Containers:  []corev1.Container{{Name: "sandbox", Image: "python:3.12", Env: []corev1.EnvVar{{Name: "A", Value: "1"}}}},
+			Volumes:     []corev1.Volume{{Name: "workspace"}},
+			HostAliases: []corev1.HostAlias{{IP: "10.96.0.5", Hostnames: []string{"vllm.models"}}},
 		},
 		Status: corev1.PodStatus{
 			Phase: corev1.PodRunning, PodIP: "10.0.0.5", Message: "m",
@@ -186,7 +187,7 @@ func TestPodTransformKeepsWhatControllersRead(t *testing.T) {
 	}
 	want := pod.DeepCopy()
 	want.ManagedFields = nil
-	want.Spec = corev1.PodSpec{NodeName: "node-1"}
+	want.Spec = corev1.PodSpec{NodeName: "node-1", HostAliases: pod.Spec.HostAliases}
 	want.Status.PodIPs, want.Status.HostIP, want.Status.HostIPs, want.Status.QOSClass, want.Status.StartTime = nil, "", nil, "", nil
 	want.Status.Conditions = want.Status.Conditions[1:]
 	for _, s := range []*corev1.ContainerStatus{&want.Status.InitContainerStatuses[0], &want.Status.ContainerStatuses[0]} {

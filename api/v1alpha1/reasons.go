@@ -122,6 +122,12 @@ const (
 	// given when its pod started, so their egress by name fails until the
 	// sandbox is stopped and started again (its workspace kept).
 	ReasonEgressGatewayMoved = "EgressGatewayMoved"
+	// ReasonEgressServiceMoved (a Warning event): a service rule's Service
+	// answers at another cluster IP than the sandbox's /etc/hosts gives
+	// its names (written when its pod was made, for a sandbox without
+	// cluster DNS), so reaching it by name fails until the sandbox is
+	// stopped and started again (its workspace kept).
+	ReasonEgressServiceMoved = "EgressServiceMoved"
 	// ReasonPolicyNotEnforced: the pod's egress gate (the init container
 	// that runs before the sandbox's own processes) found what the
 	// NetworkPolicy denies still reachable after its timeout: the cluster

@@ -42,6 +42,36 @@ func UsesGateway(n v1.Network) bool {
 	return slices.ContainsFunc(n.Egress, func(r v1.EgressRule) bool { return len(r.Hosts) > 0 })
 }
 
+// UsesService tells whether a sandbox of network reaches the Service key:
+// by a service rule, or as the egress gateway (gateway) its hosts rules and
+// endpoints go through. Its pods, policy and environment follow that
+// Service, so a change to it concerns the sandbox.
+func UsesService(n v1.Network, key, gateway types.NamespacedName) bool {
+	if key == gateway && UsesGateway(n) {
+		return true
+	}
+	return slices.ContainsFunc(n.Egress, func(rule v1.EgressRule) bool {
+		return rule.Service != nil && rule.Service.Namespace == key.Namespace && rule.Service.Name == key.Name
+	})
+}
+
+// TemplatesUsing lists the templates whose sandboxes go to the Service key
+// (UsesService), from c's cache: the ones a change to that Service
+// concerns.
+func TemplatesUsing(ctx context.Context, c client.Reader, key, gateway types.NamespacedName) ([]*v1.SandboxTemplate, error) {
+	templates := &v1.SandboxTemplateList{}
+	if err := c.List(ctx, templates, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("failed to list templates: %w", err)
+	}
+	var out []*v1.SandboxTemplate
+	for i := range templates.Items {
+		if UsesService(templates.Items[i].Spec.Network, key, gateway) {
+			out = append(out, &templates.Items[i])
+		}
+	}
+	return out, nil
+}
+
 // ResolveEgress reads the Services tpl's egress goes to: the egress gateway
 // (gateway, the reconciler's --egress-gateway; empty when it runs without
 // one) when a hosts rule or an endpoint needs it, and the Service of each
@@ -205,18 +235,49 @@ func (e Egress) gatewayURL() string {
 	return "http://" + net.JoinHostPort(e.Gateway.Spec.ClusterIP, strconv.Itoa(int(e.Gateway.Spec.Ports[0].Port)))
 }
 
-// GatewayMoved tells whether pod's processes were given another address
-// for the egress gateway (v1.AnnotationEgressGateway) than its Service
-// has now, the one they were given and the current one: their egress by
-// name then fails. A pod that goes around the gateway, or was made before
-// pods recorded the address, has not moved.
-func (e Egress) GatewayMoved(pod *corev1.Pod) (given, current string, moved bool) {
-	if pod == nil || e.Gateway == nil {
-		return "", "", false
+// A Move is an address a sandbox pod's processes were given when the pod
+// was made that the cluster no longer answers at: the egress gateway's (in
+// their proxy variables) or a service rule's Service's (in /etc/hosts).
+// Neither can change in a running pod, so a member given one is replaced
+// and a running sandbox is told to start again.
+type Move struct {
+	// Service is the service rule's Service that moved; nil for the
+	// egress gateway.
+	Service *v1.ServiceReference
+	// Given is the address the pod's processes were given; Current the
+	// one that answers now, "" for a Service recreated without a cluster
+	// IP (headless).
+	Given, Current string
+}
+
+// Moved lists the addresses pod's processes were given that the gateway
+// and the Services of e no longer have (each was recreated). The
+// gateway's is read from v1.AnnotationEgressGateway; a Service's from the
+// pod's /etc/hosts entry for its names, which only a sandbox without
+// cluster DNS has (the resolver follows a recreated Service). A pod made
+// before either was recorded, or one that does not use them, has none.
+func (e Egress) Moved(pod *corev1.Pod) []Move {
+	if pod == nil {
+		return nil
 	}
-	given, recorded := pod.Annotations[v1.AnnotationEgressGateway]
-	current = e.gatewayURL()
-	return given, current, recorded && given != current
+	var moves []Move
+	if e.Gateway != nil {
+		given, recorded := pod.Annotations[v1.AnnotationEgressGateway]
+		if current := e.gatewayURL(); recorded && given != current {
+			moves = append(moves, Move{Given: given, Current: current})
+		}
+	}
+	for _, alias := range pod.Spec.HostAliases {
+		for ref := range e.Services {
+			if len(alias.Hostnames) == 0 || alias.Hostnames[0] != serviceNames(ref)[0] {
+				continue
+			}
+			if current := e.clusterIP(ref); alias.IP != current {
+				moves = append(moves, Move{Service: &ref, Given: alias.IP, Current: current})
+			}
+		}
+	}
+	return moves
 }
 
 // podEnv is what the sandbox's processes need to go through the gateway:

@@ -4,8 +4,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -31,32 +33,74 @@ func TestPodEnvLeavesTheTemplatesOwnVariables(t *testing.T) {
 	}
 }
 
-func TestGatewayMovedReadsTheAddressThePodWasGiven(t *testing.T) {
+func TestMovedReadsTheAddressesThePodWasGiven(t *testing.T) {
 	gateway := &corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.9", Ports: []corev1.ServicePort{{Port: 3128}}}}
+	ref := v1.ServiceReference{Namespace: "models", Name: "vllm"}
+	service := func(clusterIP string) map[v1.ServiceReference]*corev1.Service {
+		return map[v1.ServiceReference]*corev1.Service{ref: {Spec: corev1.ServiceSpec{ClusterIP: clusterIP}}}
+	}
 	given := func(address string) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{v1.AnnotationEgressGateway: address}}}
+	}
+	hosts := func(ip string) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{HostAliases: []corev1.HostAlias{
+			{IP: "10.96.0.77", Hostnames: []string{"other.models"}},
+			{IP: ip, Hostnames: serviceNames(ref)},
+		}}}
 	}
 	for _, tt := range []struct {
 		name   string
 		egress Egress
 		pod    *corev1.Pod
-		moved  bool
+		want   []Move
 	}{
-		{"the address it has", Egress{Gateway: gateway}, given("http://10.96.0.9:3128"), false},
-		{"an earlier address", Egress{Gateway: gateway}, given("http://10.96.0.4:3128"), true},
-		{"no address recorded", Egress{Gateway: gateway}, &corev1.Pod{}, false},
-		{"no pod yet", Egress{Gateway: gateway}, nil, false},
-		{"the template no longer goes through the gateway", Egress{}, given("http://10.96.0.4:3128"), false},
+		{"the gateway's address it has", Egress{Gateway: gateway}, given("http://10.96.0.9:3128"), nil},
+		{"an earlier address of the gateway", Egress{Gateway: gateway}, given("http://10.96.0.4:3128"),
+			[]Move{{Given: "http://10.96.0.4:3128", Current: "http://10.96.0.9:3128"}}},
+		{"no gateway address recorded", Egress{Gateway: gateway}, &corev1.Pod{}, nil},
+		{"no pod yet", Egress{Gateway: gateway, Services: service("10.96.0.5")}, nil, nil},
+		{"the template no longer goes through the gateway", Egress{}, given("http://10.96.0.4:3128"), nil},
+		{"the Service's address it has", Egress{Services: service("10.96.0.5")}, hosts("10.96.0.5"), nil},
+		{"an earlier address of the Service", Egress{Services: service("10.96.0.5")}, hosts("10.96.0.3"),
+			[]Move{{Service: &ref, Given: "10.96.0.3", Current: "10.96.0.5"}}},
+		{"the Service recreated headless", Egress{Services: service(corev1.ClusterIPNone)}, hosts("10.96.0.3"),
+			[]Move{{Service: &ref, Given: "10.96.0.3"}}},
+		{"no hosts entry (cluster DNS allowed)", Egress{Services: service("10.96.0.5")}, &corev1.Pod{}, nil},
+		{"the template no longer names the Service", Egress{}, hosts("10.96.0.3"), nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, _, moved := tt.egress.GatewayMoved(tt.pod); moved != tt.moved {
-				t.Errorf("GatewayMoved = %v, want %v", moved, tt.moved)
+			if diff := cmp.Diff(tt.want, tt.egress.Moved(tt.pod)); diff != "" {
+				t.Errorf("Moved (-want +got):\n%s", diff)
 			}
 		})
 	}
 	pod := Blueprint{egress: Egress{Gateway: gateway}, template: &v1.SandboxTemplate{}}.Pod()
 	if got := pod.Annotations[v1.AnnotationEgressGateway]; got != "http://10.96.0.9:3128" {
 		t.Errorf("a pod made now records %q", got)
+	}
+}
+
+func TestUsesServiceNamesTheGatewayOnlyForHostsAndEndpoints(t *testing.T) {
+	gateway := types.NamespacedName{Namespace: "agentsandbox-system", Name: "egress-gateway"}
+	vllm := types.NamespacedName{Namespace: "models", Name: "vllm"}
+	rule := v1.EgressRule{Service: &v1.ServiceReference{Namespace: "models", Name: "vllm"}}
+	for _, tt := range []struct {
+		name string
+		n    v1.Network
+		key  types.NamespacedName
+		want bool
+	}{
+		{"a service rule's Service", v1.Network{Egress: []v1.EgressRule{rule}}, vllm, true},
+		{"another Service of the same name elsewhere", v1.Network{Egress: []v1.EgressRule{rule}}, types.NamespacedName{Namespace: "other", Name: "vllm"}, false},
+		{"the gateway, for a hosts rule", v1.Network{Egress: []v1.EgressRule{{Hosts: []string{"pypi.org"}}}}, gateway, true},
+		{"the gateway, for an endpoint", v1.Network{Endpoints: []v1.Endpoint{{Name: "openai"}}}, gateway, true},
+		{"the gateway, for a template that never goes through it", v1.Network{Egress: []v1.EgressRule{rule}}, gateway, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := UsesService(tt.n, tt.key, gateway); got != tt.want {
+				t.Errorf("UsesService = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
 

@@ -202,9 +202,10 @@ func (r *Reconciler) claim(ctx context.Context, sbx *v1.Sandbox, res resolved) (
 			r.memory.release(ns.Name)
 			return nil, err
 		}
-		if _, _, moved := res.egress.GatewayMoved(m.Pod); binding != nil || !m.Ready || moved {
-			// A member given an old gateway address is the pool's to
-			// replace; handed out, its egress by name would fail.
+		if binding != nil || !m.Ready || len(res.egress.Moved(m.Pod)) > 0 {
+			// A member given an old address of the gateway or of a
+			// Service is the pool's to replace; handed out, its egress by
+			// name would fail.
 			r.memory.release(ns.Name)
 			continue
 		}

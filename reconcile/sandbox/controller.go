@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"strings"
 	"time"
 
@@ -298,22 +297,37 @@ func (r *Reconciler) reconcile(ctx context.Context, sbx *v1.Sandbox) outcome {
 		return o
 	}
 	o.namespace = namespace
-	r.warnIfGatewayMoved(sbx, pod, res.egress)
+	r.warnIfMoved(sbx, pod, res.egress)
 	o.observed = &observed{desired: desired, pod: pod, expired: expired, idle: idle, wakes: o.rule.wake, now: time.Now()}
 	o.observed.nodeWord = r.lookAtNode(ctx, pod, o.observed.now)
 	return o
 }
 
-// warnIfGatewayMoved emits a Warning event when the sandbox's pod was given
-// another address of the egress gateway than its Service has now (it was
-// recreated): a running pod's environment cannot change without
-// restarting its processes, which is its owner's call, not the
-// reconciler's.
-func (r *Reconciler) warnIfGatewayMoved(sbx *v1.Sandbox, pod *corev1.Pod, egress environment.Egress) {
-	if given, current, moved := egress.GatewayMoved(pod); moved && pod.DeletionTimestamp == nil {
-		r.recorder.Eventf(sbx, nil, corev1.EventTypeWarning, v1.ReasonEgressGatewayMoved, "Converge",
-			"the egress gateway answers at %s now, but this sandbox's processes were given %s when they started, so their egress by name (hosts rules, endpoints) fails; stop and start the sandbox to give them the new address (its workspace is kept)",
-			current, given)
+// warnIfMoved emits a Warning event for each address the sandbox's pod
+// was given that the cluster no longer answers at (the egress gateway's or
+// a Service's, recreated): a running pod's environment and /etc/hosts
+// cannot change without restarting its processes, which is its owner's
+// call, not the reconciler's.
+func (r *Reconciler) warnIfMoved(sbx *v1.Sandbox, pod *corev1.Pod, egress environment.Egress) {
+	if pod == nil || pod.DeletionTimestamp != nil {
+		return
+	}
+	const restart = "stop and start the sandbox to give them the new address (its workspace is kept)"
+	for _, m := range egress.Moved(pod) {
+		switch {
+		case m.Service == nil:
+			r.recorder.Eventf(sbx, nil, corev1.EventTypeWarning, v1.ReasonEgressGatewayMoved, "Converge",
+				"the egress gateway answers at %s now, but this sandbox's processes were given %s when they started, so their egress by name (hosts rules, endpoints) fails; "+restart,
+				m.Current, m.Given)
+		case m.Current == "":
+			r.recorder.Eventf(sbx, nil, corev1.EventTypeWarning, v1.ReasonEgressServiceMoved, "Converge",
+				"Service %s/%s has no cluster IP now (it was recreated headless), but this sandbox's /etc/hosts gives its names %s, which no longer answers; allow cluster DNS in the template, or its pods with a cidr rule",
+				m.Service.Namespace, m.Service.Name, m.Given)
+		default:
+			r.recorder.Eventf(sbx, nil, corev1.EventTypeWarning, v1.ReasonEgressServiceMoved, "Converge",
+				"Service %s/%s answers at %s now, but this sandbox's /etc/hosts gives its names %s, written when its processes started, so reaching it by name fails; "+restart,
+				m.Service.Namespace, m.Service.Name, m.Current, m.Given)
+		}
 	}
 }
 
@@ -579,20 +593,14 @@ func (r *Reconciler) sandboxesOfTemplate(ctx context.Context, tpl client.Object)
 // hosts rule or an endpoint.
 func (r *Reconciler) sandboxesOfService(ctx context.Context, svc client.Object) []reconcile.Request {
 	key := client.ObjectKeyFromObject(svc)
-	templates := &v1.SandboxTemplateList{}
-	if err := r.List(ctx, templates, client.UnsafeDisableDeepCopy); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "failed to list templates", "service", key)
+	templates, err := environment.TemplatesUsing(ctx, r.Client, key, r.EgressGateway)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "failed to map a Service to its sandboxes", "service", key)
 		return nil
 	}
 	var reqs []reconcile.Request
-	for i := range templates.Items {
-		n := templates.Items[i].Spec.Network
-		uses := key == r.EgressGateway && environment.UsesGateway(n) || slices.ContainsFunc(n.Egress, func(rule v1.EgressRule) bool {
-			return rule.Service != nil && rule.Service.Namespace == key.Namespace && rule.Service.Name == key.Name
-		})
-		if uses {
-			reqs = append(reqs, r.sandboxesOfTemplate(ctx, &templates.Items[i])...)
-		}
+	for _, tpl := range templates {
+		reqs = append(reqs, r.sandboxesOfTemplate(ctx, tpl)...)
 	}
 	return reqs
 }

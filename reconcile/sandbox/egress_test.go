@@ -116,30 +116,94 @@ func TestEgressByNameGoesThroughTheGateway(t *testing.T) {
 }
 
 // TestGatewayMoveReplacesMembersAndWarnsSandboxes: the egress gateway's
-// Service is recreated and gets another cluster IP. Its address is in each
-// sandbox pod's proxy variables, fixed when the pod was made: the pool
-// replaces the members given the old one (under OnReplenish, which keeps
-// members of an earlier template), a claim gets the new address, and a
-// running sandbox given the old one gets a Warning event saying so and
-// what to do.
+// Service recreated with another cluster IP no longer answers at the
+// sandbox pod's proxy variables, fixed when the pod was made.
 func TestGatewayMoveReplacesMembersAndWarnsSandboxes(t *testing.T) {
 	c := testcluster.Get(t).Client
-	gateway := newGateway(t, c)
-	tpl := newTemplate(t, c, func(tpl *v1.SandboxTemplate) {
-		tpl.Spec.Network = v1.Network{Egress: []v1.EgressRule{{Hosts: []string{"pypi.org"}, Ports: []v1.NetworkPort{{Port: 443}}}}}
+	assertMoveFollowed(t, c, newGateway(t, c), moved{
+		network: v1.Network{Egress: []v1.EgressRule{{Hosts: []string{"pypi.org"}, Ports: []v1.NetworkPort{{Port: 443}}}}},
+		given: func(pod *corev1.Pod) string {
+			// The address is the processes' proxy, recorded beside it.
+			recorded, proxy := pod.Annotations[v1.AnnotationEgressGateway], envOf(pod)["HTTPS_PROXY"]
+			if recorded != proxy {
+				return fmt.Sprintf("HTTPS_PROXY %q, recorded %q", proxy, recorded)
+			}
+			return proxy
+		},
+		address: proxyURL,
+		reason:  v1.ReasonEgressGatewayMoved,
+		event: func(before, after string) string {
+			return "answers at " + after + " now, but this sandbox's processes were given " + before
+		},
 	})
+}
+
+// TestServiceMoveReplacesMembersAndWarnsSandboxes: a service rule's
+// Service recreated with another cluster IP no longer answers at the
+// /etc/hosts entry a sandbox without cluster DNS was given for its names.
+func TestServiceMoveReplacesMembersAndWarnsSandboxes(t *testing.T) {
+	c := testcluster.Get(t).Client
+	models := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name("models")}}
+	create(t, c, models)
+	vllm := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: models.Name, Name: "vllm"},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app": "vllm"}, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+	}
+	create(t, c, vllm)
+	name := "vllm." + models.Name
+	assertMoveFollowed(t, c, vllm, moved{
+		network: v1.Network{Egress: []v1.EgressRule{{Service: &v1.ServiceReference{Namespace: models.Name, Name: "vllm"}}}},
+		given: func(pod *corev1.Pod) string {
+			for _, alias := range pod.Spec.HostAliases {
+				if slices.Contains(alias.Hostnames, name) {
+					return alias.IP
+				}
+			}
+			return ""
+		},
+		address: func(svc *corev1.Service) string { return svc.Spec.ClusterIP },
+		reason:  v1.ReasonEgressServiceMoved,
+		event: func(before, after string) string {
+			return "Service " + models.Name + "/vllm answers at " + after + " now, but this sandbox's /etc/hosts gives its names " + before
+		},
+	})
+}
+
+// moved is an address a sandbox pod is given from a Service, which
+// assertMoveFollowed recreates.
+type moved struct {
+	// network is the template's, going to the Service.
+	network v1.Network
+	// given reads the address a pod was given; address says which one a
+	// pod made now should be given.
+	given   func(*corev1.Pod) string
+	address func(*corev1.Service) string
+	// reason and event are the Warning a running sandbox gets, the
+	// event's words from the two addresses.
+	reason string
+	event  func(before, after string) string
+}
+
+// assertMoveFollowed recreates svc with another cluster IP and checks that
+// the pool replaces the members given the old address (under OnReplenish,
+// which keeps members of an earlier template), that a claim gets the new
+// one, and that a running sandbox given the old one gets a Warning event
+// saying so and what to do.
+func assertMoveFollowed(t *testing.T, c client.Client, svc *corev1.Service, m moved) {
+	t.Helper()
+	tpl := newTemplate(t, c, func(tpl *v1.SandboxTemplate) { tpl.Spec.Network = m.network })
 	pool := newPool(t, c, tpl, 2, nil)
 	waitPoolReady(t, c, pool, 2)
 	running := newSandbox(t, c, tpl, claimFrom(pool))
 	waitCondition(t, c, running, metav1.ConditionTrue, v1.ReasonPodReady)
 	waitPoolReady(t, c, pool, 2)
-	before := proxyURL(gateway)
+	before := m.address(svc)
 	// The pool's status can still count the claimed member while the
 	// member replacing it has its namespace and not yet its pod.
 	var old map[string]string
-	testcluster.Eventually(t, "the pool's two members, each given the gateway's address", func() (bool, string) {
+	testcluster.Eventually(t, "the pool's two members, each given the Service's address", func() (bool, string) {
 		var err error
-		if old, err = memberAddresses(t, c, pool); err != nil {
+		if old, err = memberAddresses(t, c, pool, m.given); err != nil {
 			return false, err.Error()
 		}
 		for name, given := range old {
@@ -150,11 +214,10 @@ func TestGatewayMoveReplacesMembersAndWarnsSandboxes(t *testing.T) {
 		return len(old) == 2, fmt.Sprint(old)
 	})
 
-	gateway = recreateGateway(t, c, gateway)
-	after := proxyURL(gateway)
-	hasEvent(t, c, running, v1.ReasonEgressGatewayMoved, "answers at "+after+" now, but this sandbox's processes were given "+before)
-	testcluster.Eventually(t, "the pool's members given the gateway's new address", func() (bool, string) {
-		members, err := memberAddresses(t, c, pool)
+	after := m.address(recreateService(t, c, svc))
+	hasEvent(t, c, running, m.reason, m.event(before, after))
+	testcluster.Eventually(t, "the pool's members given the Service's new address", func() (bool, string) {
+		members, err := memberAddresses(t, c, pool, m.given)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -170,9 +233,8 @@ func TestGatewayMoveReplacesMembersAndWarnsSandboxes(t *testing.T) {
 
 	claim := newSandbox(t, c, tpl, claimFrom(pool))
 	got := waitCondition(t, c, claim, metav1.ConditionTrue, v1.ReasonPodReady)
-	pod := memberPod(t, c, got.Status.Namespace)
-	if env := envOf(pod); env["HTTPS_PROXY"] != after || pod.Annotations[v1.AnnotationEgressGateway] != after {
-		t.Errorf("a claim after the move runs with HTTPS_PROXY %q (recorded %q), want %q", env["HTTPS_PROXY"], pod.Annotations[v1.AnnotationEgressGateway], after)
+	if given := m.given(memberPod(t, c, got.Status.Namespace)); given != after {
+		t.Errorf("a claim after the move was given %q, want %q", given, after)
 	}
 }
 
@@ -190,26 +252,26 @@ func newGateway(t *testing.T, c client.Client) *corev1.Service {
 	return gateway
 }
 
-// recreateGateway deletes the gateway's Service and creates it again
-// until the API server gives it another cluster IP than it had.
-func recreateGateway(t *testing.T, c client.Client, gateway *corev1.Service) *corev1.Service {
+// recreateService deletes svc and creates it again until the API server
+// gives it another cluster IP than it had.
+func recreateService(t *testing.T, c client.Client, svc *corev1.Service) *corev1.Service {
 	t.Helper()
 	ctx := context.Background()
 	for {
-		if err := c.Delete(ctx, gateway); err != nil {
+		if err := c.Delete(ctx, svc); err != nil {
 			t.Fatal(err)
 		}
-		again := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: gateway.Namespace, Name: gateway.Name}, Spec: corev1.ServiceSpec{
-			Selector: gateway.Spec.Selector, Ports: gateway.Spec.Ports,
+		again := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: svc.Namespace, Name: svc.Name}, Spec: corev1.ServiceSpec{
+			Selector: svc.Spec.Selector, Ports: svc.Spec.Ports,
 		}}
-		testcluster.Eventually(t, "the gateway's Service created again", func() (bool, string) {
+		testcluster.Eventually(t, "Service "+svc.Name+" created again", func() (bool, string) {
 			err := c.Create(ctx, again)
 			return err == nil, errString(err)
 		})
-		if again.Spec.ClusterIP != gateway.Spec.ClusterIP {
+		if again.Spec.ClusterIP != svc.Spec.ClusterIP {
 			return again
 		}
-		gateway = again
+		svc = again
 	}
 }
 
@@ -223,18 +285,19 @@ func memberPod(t *testing.T, c client.Client, namespace string) *corev1.Pod {
 	return pod
 }
 
-// memberAddresses is the gateway address each of pool's available members'
-// pods was given, by namespace; an error while one has no pod yet.
-func memberAddresses(t *testing.T, c client.Client, pool *v1.WarmPool) (map[string]string, error) {
-	given := map[string]string{}
+// memberAddresses is the address each of pool's available members' pods
+// was given (read by given), by namespace; an error while one has no pod
+// yet.
+func memberAddresses(t *testing.T, c client.Client, pool *v1.WarmPool, given func(*corev1.Pod) string) (map[string]string, error) {
+	out := map[string]string{}
 	for _, ns := range availableMembers(t, c, pool) {
 		pod := &corev1.Pod{}
 		if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns.Name, Name: environment.PodName}, pod); err != nil {
 			return nil, err
 		}
-		given[ns.Name] = pod.Annotations[v1.AnnotationEgressGateway]
+		out[ns.Name] = given(pod)
 	}
-	return given, nil
+	return out, nil
 }
 
 // proxyURL is the address sandboxes are given for the gateway.

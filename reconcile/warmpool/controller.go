@@ -120,8 +120,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A claim takes a member by creating its owner's binding.
 		Watches(&rbacv1.RoleBinding{}, r.memberEvents()).
 		Watches(&v1.SandboxTemplate{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfTemplate)).
-		// Members given the gateway's address are replaced when it moves.
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfGateway)).
+		// Members given a Service's address (the gateway's, a service
+		// rule's) are replaced when it moves.
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.poolsOfService)).
 		WithOptions(controller.Options{
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
 		}).
@@ -272,18 +273,19 @@ func (r *Reconciler) memberEvents() handler.EventHandler {
 // poolsOfGateway maps the egress gateway's Service to every pool: its
 // members may have been given its address, or may wait for it to exist.
 // It changes rarely, and pools are few.
-func (r *Reconciler) poolsOfGateway(ctx context.Context, svc client.Object) []reconcile.Request {
-	if client.ObjectKeyFromObject(svc) != r.EgressGateway {
+// poolsOfService maps a Service to the pools whose template goes to it (a
+// service rule's, or the egress gateway): their members' policy and
+// addresses follow it.
+func (r *Reconciler) poolsOfService(ctx context.Context, svc client.Object) []reconcile.Request {
+	key := client.ObjectKeyFromObject(svc)
+	templates, err := environment.TemplatesUsing(ctx, r.Client, key, r.EgressGateway)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "failed to map a Service to its pools", "service", key)
 		return nil
 	}
-	list := &v1.WarmPoolList{}
-	if err := r.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "failed to list warm pools", "service", r.EgressGateway)
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
+	var reqs []reconcile.Request
+	for _, tpl := range templates {
+		reqs = append(reqs, r.poolsOfTemplate(ctx, tpl)...)
 	}
 	return reqs
 }

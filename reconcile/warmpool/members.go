@@ -60,10 +60,10 @@ const (
 	upToDate dropReason = iota
 	// rolled: built from an earlier template, under Recreate.
 	rolled
-	// gatewayMoved: its pod was given an address of the egress gateway
-	// that the gateway's Service no longer has (it was recreated), so its
-	// egress by name would fail; under either strategy.
-	gatewayMoved
+	// egressMoved: its pod was given an address of the egress gateway or
+	// of a service rule's Service that the Service no longer has (it was
+	// recreated), so its egress by name would fail; under either strategy.
+	egressMoved
 	// beyondReplicas: more members than the pool wants.
 	beyondReplicas
 )
@@ -74,8 +74,8 @@ func (f freshness) outdated(m environment.Member) dropReason {
 	if f.strategy == v1.RecreateUpdateStrategy && m.Namespace.Labels[v1.LabelTemplateHash] != f.hash {
 		return rolled
 	}
-	if _, _, moved := f.egress.GatewayMoved(m.Pod); moved {
-		return gatewayMoved
+	if len(f.egress.Moved(m.Pod)) > 0 {
+		return egressMoved
 	}
 	return upToDate
 }

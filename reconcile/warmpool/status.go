@@ -193,7 +193,7 @@ func (r *Reconciler) recordDeletions(pool *v1.WarmPool, d deletions, want int) {
 		says string
 	}{
 		{rolled, "built from an earlier template"},
-		{gatewayMoved, "given an earlier address of the egress gateway"},
+		{egressMoved, "given an earlier address of the egress gateway or of a Service"},
 		{beyondReplicas, fmt.Sprintf("beyond replicas %d", want)},
 	} {
 		if n := d[reason.dropReason]; n > 0 {
