@@ -63,7 +63,9 @@ type scaleRow struct {
 // floor (at 1, each claim paired with a floor call), the reconciler's API
 // requests at rest, its heap and the process's RSS and CPU at rest and
 // through a burst of claims, a restart to all caches synced and the reads
-// it costs, and a template change rolling every warm member. Last it runs
+// it costs, the Sandboxes page (its load, a change reaching an open page,
+// an open page at rest), and a template change rolling every warm
+// member. Last it runs
 // the reconciler as a process of its own, for its RSS and CPU at rest
 // with Go's default collector and then as deployed, and as deployed
 // through a second burst without the benchmark's share.
@@ -84,6 +86,7 @@ func BenchmarkScale(b *testing.B) {
 		emptyFloor := apiCreateLatencies(b)
 		emptyClaims := claimLatencies(b, watcher, claimFloor, "empty")
 		emptyRest := atRest(b, "empty")
+		emptyPage := measurePage(b, "empty")
 
 		run := testcluster.Name("scale")
 		begin := time.Now()
@@ -155,6 +158,12 @@ func BenchmarkScale(b *testing.B) {
 		for _, row := range claimLoadRows(emptyClaims, claims) {
 			add(row.what, row.empty, row.atScale, row.ratio)
 		}
+		page := measurePage(b, "scale")
+		for _, row := range pageRows(emptyPage, page) {
+			add(row.what, row.empty, row.atScale, row.ratio)
+		}
+		b.ReportMetric(float64(percentile(page.loads, 0.5).Microseconds())/1000, "page-load-p50-ms")
+		b.ReportMetric(float64(percentile(page.changes, 0.5).Microseconds())/1000, "page-change-p50-ms")
 
 		burst := claimBurst(b, c, watcher, pools, size, inProcess(b))
 		add(fmt.Sprintf("%d-claim burst: time, CPU", burst.claims), "", fmt.Sprintf("%s, %s CPU", burst.took.Round(time.Millisecond), burst.cpu.Round(time.Millisecond)), "")

@@ -1,7 +1,6 @@
 package webui_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
+	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/ssetest"
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
 )
 
@@ -108,13 +108,13 @@ func TestPageAtScale(t *testing.T) {
 
 	// The stream of the filtered view: after the first rows, a change to
 	// one sandbox sends that row alone.
-	events := stream(t, url+"/events?view=all&sort=name&owner="+owner)
-	first := events.next(t, "rows")
+	events := ssetest.Open(t, url+"/events?view=all&sort=name&owner="+owner)
+	first := nextRows(t, events)
 	if len(first.Changed) != len(mine) {
 		t.Fatalf("the stream's first rows: %d, want %d", len(first.Changed), len(mine))
 	}
 	c.Kubectl(t, "patch", "sandbox", mine[1], "--type=merge", "-p", `{"spec":{"state":"Stopped"}}`)
-	update := events.next(t, "rows")
+	update := nextRows(t, events)
 	if len(update.Changed) != 1 || update.Changed[mine[1]] == "" || !strings.Contains(update.Changed[mine[1]], "<td>Stopped</td>") {
 		t.Errorf("after one sandbox stopped the stream sent %v, want that row alone, Stopped", update.Changed)
 	}
@@ -154,11 +154,6 @@ func get(t *testing.T, url string) string {
 	return string(body)
 }
 
-// eventStream reads a page's Server-Sent Events.
-type eventStream struct {
-	lines *bufio.Scanner
-}
-
 // rowsUpdate is a rows event and its size on the wire.
 type rowsUpdate struct {
 	Order   []string          `json:"order"`
@@ -166,53 +161,13 @@ type rowsUpdate struct {
 	size    int
 }
 
-func stream(t *testing.T, url string) *eventStream {
+// nextRows is the stream's next rows event.
+func nextRows(t *testing.T, s *ssetest.Stream) rowsUpdate {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
+	ev := s.Next(t, "rows", 30*time.Second)
+	u := rowsUpdate{size: ev.Size}
+	if err := json.Unmarshal([]byte(ev.Data), &u); err != nil {
+		t.Fatalf("a rows event that does not decode: %v\n%s", err, ev.Data)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); resp.Body.Close() })
-	lines := bufio.NewScanner(resp.Body)
-	lines.Buffer(nil, 4<<20)
-	return &eventStream{lines: lines}
-}
-
-// next returns the next event of that name, skipping others, within 30 s.
-func (s *eventStream) next(t *testing.T, name string) rowsUpdate {
-	t.Helper()
-	got := make(chan rowsUpdate, 1)
-	go func() {
-		event := ""
-		for s.lines.Scan() {
-			line := s.lines.Text()
-			if e, ok := strings.CutPrefix(line, "event: "); ok {
-				event = e
-			}
-			if data, ok := strings.CutPrefix(line, "data: "); ok && event == name {
-				u := rowsUpdate{size: len(line)}
-				if json.Unmarshal([]byte(data), &u) == nil {
-					got <- u
-				}
-				close(got)
-				return
-			}
-		}
-		close(got)
-	}()
-	select {
-	case u, ok := <-got:
-		if !ok {
-			t.Fatalf("the stream ended, or sent a %s event that does not decode", name)
-		}
-		return u
-	case <-time.After(30 * time.Second):
-		t.Fatalf("no %s event in 30 s", name)
-	}
-	return rowsUpdate{}
+	return u
 }
