@@ -341,10 +341,16 @@ func (e env) ctr(t testing.TB, args ...string) string {
 // evicted by the kubelet rather than the node's disk filled, and the
 // sandbox starts again on a new pod, its workspace kept. A template that
 // sets no limit (as sbx's) gets DefaultEphemeralStorage; under runc
-// nothing else bounds the root file system.
+// nothing else bounds the root file system. It reserves none of the
+// node's disk: the API server, which copies a limit into a request left
+// out, stored its request as zero.
 func (e env) checkEphemeralStorageLimit(t *testing.T, pool *v1.NodePool, sbx started) {
-	if got := sbx.pod.Spec.Containers[0].Resources.Limits[corev1.ResourceEphemeralStorage]; got.String() != v1.DefaultEphemeralStorage {
+	resources := sbx.pod.Spec.Containers[0].Resources
+	if got := resources.Limits[corev1.ResourceEphemeralStorage]; got.String() != v1.DefaultEphemeralStorage {
 		t.Errorf("a sandbox whose template sets no ephemeral-storage limit has %q, want %s", got.String(), v1.DefaultEphemeralStorage)
+	}
+	if got, set := resources.Requests[corev1.ResourceEphemeralStorage]; !set || !got.IsZero() {
+		t.Errorf("a sandbox whose template requests no ephemeral storage requests %q (set %v), want 0", got.String(), set)
 	}
 	tpl := e.template(t, pool, func(s *v1.SandboxTemplateSpec) {
 		s.SecurityContext.ReadOnlyRootFilesystem = false

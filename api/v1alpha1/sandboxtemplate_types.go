@@ -152,7 +152,9 @@ type Resources struct {
 	// Without a memory limit a sandbox gets 1Gi (or its request, when
 	// more). Without an ephemeral-storage limit it gets 10Gi, plus its
 	// workspace when that is ephemeral (and at least its request): past
-	// it the kubelet evicts the pod, and the sandbox starts again.
+	// it the kubelet evicts the pod, and the sandbox starts again. A
+	// default limit reserves nothing: its request stays this one's, zero
+	// when unset.
 	// +kubebuilder:validation:MaxProperties=3
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k in ['cpu', 'memory', 'ephemeral-storage'])",message="only cpu, memory and ephemeral-storage can be limited"
 	// +optional

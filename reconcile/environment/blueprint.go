@@ -280,12 +280,16 @@ func (b Blueprint) workspaceClaim() *corev1.PersistentVolumeClaim {
 	}
 }
 
-// containerLimits are the template's limits, with the two a sandbox must
-// not go without where it sets none: memory (DefaultMemoryLimit) and
-// ephemeral storage (DefaultEphemeralStorage plus the workspace when the
-// workspace is an emptyDir, which the kubelet counts toward the pod's
-// total); either never below the template's request.
-func (b Blueprint) containerLimits() corev1.ResourceList {
+// containerResources are the template's requests and limits, with the
+// two limits a sandbox must not go without where it sets none: memory
+// (DefaultMemoryLimit) and ephemeral storage (DefaultEphemeralStorage plus
+// the workspace when the workspace is an emptyDir, which the kubelet counts
+// toward the pod's total); either never below the template's request. A
+// default limit comes with the template's request for it, zero when it
+// has none, stated: left out, the API server would copy the limit into the
+// request, and every sandbox would reserve 10Gi of its node's disk, which
+// fills a node with a few sandboxes long before its disk is used.
+func (b Blueprint) containerResources() corev1.ResourceRequirements {
 	res := b.template.Spec.Resources
 	storage := resource.MustParse(v1.DefaultEphemeralStorage)
 	if ws := b.template.Spec.Workspace; !ws.Persistent {
@@ -295,18 +299,25 @@ func (b Blueprint) containerLimits() corev1.ResourceList {
 		corev1.ResourceMemory:           resource.MustParse(v1.DefaultMemoryLimit),
 		corev1.ResourceEphemeralStorage: storage,
 	}
-	out := maps.Clone(res.Limits)
+	out := corev1.ResourceRequirements{Requests: maps.Clone(res.Requests), Limits: maps.Clone(res.Limits)}
 	for name, limit := range defaults {
-		if _, set := out[name]; set {
+		if _, set := out.Limits[name]; set {
 			continue
 		}
-		if request, set := res.Requests[name]; set && request.Cmp(limit) > 0 {
+		request, requested := res.Requests[name]
+		if requested && request.Cmp(limit) > 0 {
 			limit = request
 		}
-		if out == nil {
-			out = corev1.ResourceList{}
+		if out.Limits == nil {
+			out.Limits = corev1.ResourceList{}
 		}
-		out[name] = limit
+		out.Limits[name] = limit
+		if !requested {
+			if out.Requests == nil {
+				out.Requests = corev1.ResourceList{}
+			}
+			out.Requests[name] = resource.MustParse("0")
+		}
 	}
 	return out
 }
@@ -341,7 +352,7 @@ func (b Blueprint) Pod() *corev1.Pod {
 		Command:         spec.Command,
 		Args:            spec.Args,
 		WorkingDir:      workingDir,
-		Resources:       corev1.ResourceRequirements{Requests: spec.Resources.Requests, Limits: b.containerLimits()},
+		Resources:       b.containerResources(),
 		VolumeMounts:    []corev1.VolumeMount{{Name: v1.WorkspaceName, MountPath: mountPath}},
 		SecurityContext: &corev1.SecurityContext{
 			RunAsNonRoot:             ptr.To(true),

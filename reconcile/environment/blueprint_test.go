@@ -220,6 +220,24 @@ func TestEphemeralStorageIsLimitedWhereTheTemplateSaysNothing(t *testing.T) {
 	if got := limit(own); got != "2Gi" {
 		t.Errorf("the template's own 2Gi: limit %s", got)
 	}
+	// The default limit reserves nothing: its request is stated as the
+	// template's, or zero, where the API server would copy the limit.
+	request := func(spec v1.SandboxTemplateSpec) *resource.Quantity {
+		pod := Blueprint{template: &v1.SandboxTemplate{Spec: spec}}.Pod()
+		if q, set := pod.Spec.Containers[0].Resources.Requests[corev1.ResourceEphemeralStorage]; set {
+			return &q
+		}
+		return nil
+	}
+	if got := request(persistent); got == nil || !got.IsZero() {
+		t.Errorf("a default limit's request is %v, want 0 stated", got)
+	}
+	if got := request(requested); got == nil || got.String() != "20Gi" {
+		t.Errorf("the template's request of 20Gi became %v", got)
+	}
+	if got := request(own); got != nil {
+		t.Errorf("beside the template's own limit a request of %v was added, which the API server would have made the limit", got)
+	}
 	if _, set := memory[corev1.ResourceEphemeralStorage]; set {
 		t.Error("the template's limits were changed in place")
 	}
@@ -248,6 +266,10 @@ func TestMemoryIsLimitedWhereTheTemplateSaysNothing(t *testing.T) {
 		if got := limit(tc.res); got != tc.want {
 			t.Errorf("%s: memory limit %s, want %s", tc.name, got, tc.want)
 		}
+	}
+	pod := Blueprint{template: &v1.SandboxTemplate{Spec: v1.SandboxTemplateSpec{Resources: v1.Resources{Limits: cpu}}}}.Pod()
+	if got, set := pod.Spec.Containers[0].Resources.Requests[corev1.ResourceMemory]; !set || !got.IsZero() {
+		t.Errorf("beside the default memory limit the request is %s (set %v), want 0 stated, not the limit copied", got.String(), set)
 	}
 	if len(cpu) != 1 {
 		t.Error("the template's limits were changed in place")
