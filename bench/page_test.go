@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -163,7 +164,7 @@ func pageRows(empty, atScale pageFigures) []scaleRow {
 		for _, ev := range f.idle {
 			bytes += ev.Size
 		}
-		return fmt.Sprintf("%d events, %d bytes; %s", len(f.idle), bytes, ms(f.idleCPU))
+		return fmt.Sprintf("%d events (%s), %d bytes; %s", len(f.idle), eventKinds(f.idle), bytes, ms(f.idleCPU))
 	}
 	rows := []scaleRow{
 		{"the page (view=all): first load after the server starts", ms(empty.started), ms(atScale.started), ratio(float64(atScale.started), float64(empty.started))},
@@ -179,6 +180,27 @@ func pageRows(empty, atScale pageFigures) []scaleRow {
 	}
 	rows = append(rows, scaleRow{fmt.Sprintf("an open page with nothing changing (%s): events, bytes; this process's CPU", pageIdle), idle(empty), idle(atScale), ""})
 	return rows
+}
+
+// eventKinds counts events by name, and section events by the section
+// they carry: what an open page was sent, to be explained.
+func eventKinds(events []ssetest.Event) string {
+	counts := map[string]int{}
+	for _, ev := range events {
+		kind := ev.Name
+		var sec struct {
+			ID string `json:"id"`
+		}
+		if ev.Name == "section" && json.Unmarshal([]byte(ev.Data), &sec) == nil {
+			kind += " " + sec.ID
+		}
+		counts[kind]++
+	}
+	kinds := slices.Sorted(maps.Keys(counts))
+	for i, k := range kinds {
+		kinds[i] = fmt.Sprintf("%s %d", k, counts[k])
+	}
+	return strings.Join(kinds, ", ")
 }
 
 // servePage starts the page's server on a loopback port.

@@ -136,6 +136,40 @@ func TestAResolverThatAnswersIsAnEscapeOnlyWhereNoDNSIsAllowed(t *testing.T) {
 	}
 }
 
+// TestAnICMPReplyIsAnEscapeUnlessACidrRuleOfEveryPortAllowsIt: no socket
+// or no reply held; a reply a note only from where a cidr rule of every
+// port (the only kind a NetworkPolicy lets ICMP through) allows.
+func TestAnICMPReplyIsAnEscapeUnlessACidrRuleOfEveryPortAllowsIt(t *testing.T) {
+	replied := probe.ICMPResult{Echoes: []probe.ICMPEcho{
+		{Address: "10.0.0.7", Result: probe.Replied},
+		{Address: "10.244.0.9", Result: probe.Timeout},
+	}}
+	cases := []struct {
+		name   string
+		c      *check
+		result probe.ICMPResult
+		want   Result
+		says   string
+	}{
+		{"no socket", checkOf(), probe.ICMPResult{Socket: "EACCES"}, Held, "ping_group_range (EACCES)"},
+		{"no socket, another errno", checkOf(), probe.ICMPResult{Socket: "EPERM"}, Held, "no ICMP socket (EPERM)"},
+		{"no reply", checkOf(), probe.ICMPResult{Echoes: []probe.ICMPEcho{{Address: "10.0.0.7", Result: probe.Timeout}}}, Held, "10.0.0.7 timeout"},
+		{"a reply", checkOf(), replied, Escaped, "replies from 10.0.0.7"},
+		{"a reply, a cidr rule of one port", checkOf(v1.EgressRule{CIDR: "10.0.0.7/32", Ports: []v1.NetworkPort{{Port: 443}}}), replied, Escaped, "replies from 10.0.0.7"},
+		{"a reply, a cidr rule of every port", checkOf(v1.EgressRule{CIDR: "10.0.0.7/32"}), replied, Note, "replies from 10.0.0.7"},
+		{"a reply, a broad rule that excepts the private ranges", checkOf(v1.EgressRule{CIDR: "0.0.0.0/0"}), replied, Escaped, "replies from 10.0.0.7"},
+	}
+	for _, tc := range cases {
+		row := tc.c.judgeICMP(tc.result)
+		if row.Result != tc.want || !strings.Contains(row.Observed, tc.says) {
+			t.Errorf("%s: %+v, want %s saying %q", tc.name, row, tc.want, tc.says)
+		}
+	}
+	if row := checkOf().judgeICMP(replied); row.Fix != icmpFix {
+		t.Errorf("an escape says to fix %q", row.Fix)
+	}
+}
+
 func TestResolversAreIPAddresses(t *testing.T) {
 	got, err := resolverAddresses([]string{"169.254.20.10", "10.0.0.1:5353", "fd00::a", "[fd00::a]:5353"})
 	if err != nil || strings.Join(got, " ") != "169.254.20.10:53 10.0.0.1:5353 [fd00::a]:53 [fd00::a]:5353" {

@@ -62,7 +62,7 @@ func (c *check) probe(ctx context.Context) ([]Row, error) {
 		return nil, err
 	}
 	rows = append(rows, network...)
-	rows = append(rows, c.dnsRow(ctx))
+	rows = append(rows, c.icmpRow(ctx, node), c.dnsRow(ctx))
 	// The stop and start last: on a busy node another pod may take the
 	// stopped sandbox's room, and nothing after it needs that sandbox. The
 	// other sandbox has done its part by then: deleted first, it leaves

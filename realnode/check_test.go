@@ -92,7 +92,7 @@ func (e env) checkIsolationCheck(t *testing.T, pool *v1.NodePool, to targets, ha
 		"runs as a user other than root", "capabilities", "no new privileges", "service account token",
 		"the node's processes", "root file system", "kernel", "the node's kubelet", "cloud metadata",
 		"another sandbox over IPv4", "another sandbox over IPv6", "--unreachable", "the node's other ports",
-		"the node's NodePort range", "DNS for a name no rule allows", "egress gate", "start-up window", "workspace size",
+		"the node's NodePort range", "ICMP echo", "DNS for a name no rule allows", "egress gate", "start-up window", "workspace size",
 		"process limit", "the other sandbox, beside the fork bomb",
 	}
 	if handler == realnode.RuncHandler {
@@ -151,6 +151,10 @@ func TestIsolationCheckFindsEscapes(t *testing.T) {
 	}
 	if row, _ := findRow(report, "the node's NodePort range"); !strings.Contains(row.Observed, "30080") {
 		t.Errorf("the NodePort range row does not name the open port 30080: %q", row.Observed)
+	}
+	// Under runc the sandbox opens no ICMP socket, enforcer or not.
+	if row, ok := findRow(report, "ICMP echo"); !ok || row.Result != isolationcheck.Held || !strings.Contains(row.Observed, "ping_group_range") {
+		t.Errorf("ICMP under runc with the enforcer stopped: %+v, want held for want of a socket", row)
 	}
 	// The node's resolver answered, so the name asked for left the sandbox.
 	if row, ok := findRow(report, "DNS for a name no rule allows"); !ok || row.Result != isolationcheck.Escaped {

@@ -34,7 +34,7 @@ const Command = "probe"
 // returns the process's exit code.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: probe facts|connect|scan|listen|processes|fill|window|dns …")
+		fmt.Fprintln(stderr, "usage: probe facts|connect|scan|listen|processes|fill|window|dns|icmp …")
 		return 2
 	}
 	name, args := args[0], args[1:]
@@ -91,6 +91,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	case "dns":
 		run = func() error { result = DNS(fs.Args(), *timeout); return nil }
+	case "icmp":
+		run = func() error { result = ICMP(fs.Args(), *timeout); return nil }
 	case "window":
 		run = func() error {
 			length, err := time.ParseDuration(fs.Arg(1))

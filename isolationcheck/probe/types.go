@@ -135,3 +135,23 @@ type DNSAnswer struct {
 
 // Answered is a DNSAnswer's Result when the resolver replied.
 const Answered = "answered"
+
+// ICMPResult is an echo request sent to each of some addresses.
+type ICMPResult struct {
+	// Socket is why no ICMP socket could be opened (EACCES when
+	// net.ipv4.ping_group_range excludes the process's group), "" when one
+	// was; then Echoes are the outcomes.
+	Socket string     `json:"socket,omitempty"`
+	Echoes []ICMPEcho `json:"echoes"`
+}
+
+// ICMPEcho is one address's outcome.
+type ICMPEcho struct {
+	Address string `json:"address"`
+	// Result is replied, timeout or error.
+	Result string `json:"result"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Replied is an ICMPEcho's Result when the address answered.
+const Replied = "replied"

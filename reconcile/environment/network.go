@@ -140,12 +140,26 @@ func port(number int32, end *int32, protocol v1.Protocol) networkingv1.NetworkPo
 // destination it tries. Cluster DNS, allowed to the kube-dns pods only,
 // is not an address here.
 func EgressAllows(n v1.Network, blocked []netip.Prefix, address netip.AddrPort) bool {
+	return policyAllows(n, blocked, address.Addr(), func(ports []networkingv1.NetworkPolicyPort) bool {
+		return portAllowed(ports, address.Port())
+	})
+}
+
+// ICMPAllows tells whether that policy lets ICMP reach addr: only a cidr
+// rule of every port does, as a NetworkPolicy names no other protocol.
+func ICMPAllows(n v1.Network, blocked []netip.Prefix, addr netip.Addr) bool {
+	return policyAllows(n, blocked, addr, func(ports []networkingv1.NetworkPolicyPort) bool { return len(ports) == 0 })
+}
+
+// policyAllows tells whether an ipBlock rule of the sandbox's policy whose
+// ports satisfy portsMatch holds addr.
+func policyAllows(n v1.Network, blocked []netip.Prefix, addr netip.Addr, portsMatch func([]networkingv1.NetworkPolicyPort) bool) bool {
 	for _, rule := range networkPolicy("", n, blocked, Egress{}).Spec.Egress {
-		if !portAllowed(rule.Ports, address.Port()) {
+		if !portsMatch(rule.Ports) {
 			continue
 		}
 		for _, peer := range rule.To {
-			if peer.IPBlock != nil && inBlock(peer.IPBlock, address.Addr()) {
+			if peer.IPBlock != nil && inBlock(peer.IPBlock, addr) {
 				return true
 			}
 		}
