@@ -5,6 +5,7 @@ import (
 	"context"
 	"html/template"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,6 +68,7 @@ func (s *Server) snapshot(ctx context.Context, view sandboxView, what parts) (*s
 	if snap.WarmPoolsAccess, err = s.hub.list(ctx, kindWarmPools, warmPools, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
+	byName(warmPools.Items)
 	if what.sandboxes {
 		templateOf := map[string]string{}
 		for _, p := range warmPools.Items {
@@ -91,6 +93,7 @@ func (s *Server) snapshot(ctx context.Context, view sandboxView, what parts) (*s
 	if err != nil {
 		return nil, err
 	}
+	byName(nodePools.Items)
 	pools := map[string]*v1.NodePool{}
 	for i := range nodePools.Items {
 		pools[nodePools.Items[i].Name] = &nodePools.Items[i]
@@ -103,6 +106,7 @@ func (s *Server) snapshot(ctx context.Context, view sandboxView, what parts) (*s
 	if snap.TemplatesAccess, err = s.hub.list(ctx, kindTemplates, templates); err != nil {
 		return nil, err
 	}
+	byName(templates.Items)
 	for i := range templates.Items {
 		row := newTemplateRow(&templates.Items[i], pools)
 		snap.Templates = append(snap.Templates, row)
@@ -115,10 +119,23 @@ func (s *Server) snapshot(ctx context.Context, view sandboxView, what parts) (*s
 	if snap.GitSyncsAccess, err = s.hub.list(ctx, kindGitSyncs, gitSyncs); err != nil {
 		return nil, err
 	}
+	byName(gitSyncs.Items)
 	for i := range gitSyncs.Items {
 		snap.GitSyncs = append(snap.GitSyncs, newGitSyncRow(&gitSyncs.Items[i]))
 	}
 	return snap, nil
+}
+
+// byName orders a list read from the cache, which gives its objects in no
+// fixed order: the page's tables keep theirs, and a render of an unchanged
+// cluster is the same HTML, which an open page is then not sent again (in
+// a different order every time, the tables of a cluster of twenty warm
+// pools were sent anew at every re-render for time alone).
+func byName[T any, P interface {
+	*T
+	GetName() string
+}](items []T) {
+	slices.SortFunc(items, func(a, b T) int { return strings.Compare(P(&a).GetName(), P(&b).GetName()) })
 }
 
 // installChecks is the installation's status: the CRDs and admission

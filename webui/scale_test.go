@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentsandbox/terraform-provider-agentsandbox/api/v1alpha1"
@@ -136,6 +137,55 @@ func TestPageAtScale(t *testing.T) {
 	b.wait("a deleted sandbox's row gone", fmt.Sprintf(`document.querySelector(%q) === null && document.querySelectorAll("#sandbox-rows tr").length === %d`, row("sandbox", mine[3]), len(mine)-1), 30*time.Second)
 	if !eval[bool](b, `window.notReloaded === true`) {
 		t.Error("the page reloaded to show the changes")
+	}
+}
+
+// TestAnOpenPageAtRestIsSentNothing: with several templates and warm
+// pools on the cluster and nothing changing, an open page is sent nothing,
+// past the re-render for time alone (every 5 s). The cache gives its
+// objects in no fixed order; rendered in that order, the tables were sent
+// anew at every re-render (run 24 of make bench-scale: 21 events in 30 s).
+func TestAnOpenPageAtRestIsSentNothing(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	var objects []client.Object
+	for i := range 6 {
+		tpl := &v1.SandboxTemplate{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name(fmt.Sprintf("rest-%d", i))},
+			Spec: v1.SandboxTemplateSpec{Image: "ghcr.io/acme/rest:1"}}
+		pool := &v1.WarmPool{ObjectMeta: metav1.ObjectMeta{Name: testcluster.Name(fmt.Sprintf("rest-%d", i))},
+			Spec: v1.WarmPoolSpec{TemplateRef: v1.LocalObjectReference{Name: tpl.Name}, Replicas: ptr.To[int32](0)}}
+		create(t, tpl)
+		create(t, pool)
+		objects = append(objects, tpl, pool)
+	}
+	testcluster.Eventually(t, "the templates' and pools' status written", func() (bool, string) {
+		for _, obj := range objects {
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+				return false, err.Error()
+			}
+			var observed int64
+			switch o := obj.(type) {
+			case *v1.SandboxTemplate:
+				observed = o.Status.ObservedGeneration
+			case *v1.WarmPool:
+				observed = o.Status.ObservedGeneration
+			}
+			if observed != obj.GetGeneration() {
+				return false, fmt.Sprintf("%s: status of generation %d of %d", obj.GetName(), observed, obj.GetGeneration())
+			}
+		}
+		return true, ""
+	})
+	events := ssetest.Open(t, serve(t, c.Config)+"/events?view=all")
+	events.Next(t, "section", 30*time.Second)
+	for len(events.During(time.Second)) > 0 { // the first render's other sections, and any late status
+	}
+	if sent := events.During(6 * time.Second); len(sent) > 0 {
+		var what []string
+		for _, ev := range sent {
+			what = append(what, fmt.Sprintf("%s (%d bytes)", ev.Name, ev.Size))
+		}
+		t.Errorf("an open page at rest was sent %d events in 6 s: %s", len(sent), strings.Join(what, ", "))
 	}
 }
 
