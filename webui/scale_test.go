@@ -178,7 +178,12 @@ func TestAnOpenPageAtRestIsSentNothing(t *testing.T) {
 	})
 	events := ssetest.Open(t, serve(t, c.Config)+"/events?view=all")
 	events.Next(t, "section", 30*time.Second)
-	for len(events.During(time.Second)) > 0 { // the first render's other sections, and any late status
+	// The first render's other sections, and any late status, until a
+	// second passes without an event.
+	for quiet := time.Now().Add(30 * time.Second); len(events.During(time.Second)) > 0; {
+		if time.Now().After(quiet) {
+			t.Fatal("the page's stream did not fall quiet within 30 s of opening")
+		}
 	}
 	if sent := events.During(6 * time.Second); len(sent) > 0 {
 		var what []string

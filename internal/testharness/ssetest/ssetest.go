@@ -26,8 +26,9 @@ type Event struct {
 // Stream is an open stream, read in the background until the test ends.
 type Stream struct {
 	events chan Event
-	// ended is closed when the stream ends or fails.
-	ended chan struct{}
+	// ended is closed when the stream ends or fails; closed, when the test
+	// is done with it, so a reader no one reads from any more returns.
+	ended, closed chan struct{}
 }
 
 // Open requests url and reads its events as they come; it fails the test
@@ -49,8 +50,8 @@ func Open(tb testing.TB, url string) *Stream {
 		cancel()
 		tb.Fatalf("GET %s: %s", url, resp.Status)
 	}
-	s := &Stream{events: make(chan Event, 1024), ended: make(chan struct{})}
-	tb.Cleanup(func() { cancel(); resp.Body.Close() })
+	s := &Stream{events: make(chan Event, 1024), ended: make(chan struct{}), closed: make(chan struct{})}
+	tb.Cleanup(func() { close(s.closed); cancel(); resp.Body.Close() })
 	go s.read(resp)
 	return s
 }
@@ -70,7 +71,11 @@ func (s *Stream) read(resp *http.Response) {
 				if ev.Name == "" {
 					ev.Name = "message"
 				}
-				s.events <- ev
+				select {
+				case s.events <- ev:
+				case <-s.closed:
+					return
+				}
 			}
 			ev, data = Event{}, nil
 			continue
