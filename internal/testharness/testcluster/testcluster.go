@@ -262,18 +262,52 @@ func InstallCRDs(ctx context.Context, c client.Client) error {
 			if lastErr = c.Get(ctx, client.ObjectKey{Name: want.Name}, got); lastErr != nil {
 				return false, nil
 			}
-			for _, cond := range got.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
+			if !established(got) {
+				lastErr = errors.New("not Established yet")
+				return false, nil
 			}
-			return false, nil
+			lastErr = admitted(ctx, c, want)
+			return lastErr == nil, nil
 		})
 		if err != nil {
-			return fmt.Errorf("CRD %s not established: %w (last error: %v)", want.Name, err, lastErr)
+			return fmt.Errorf("CRD %s not served: %w (last error: %v)", want.Name, err, lastErr)
 		}
 	}
 	return nil
+}
+
+// admitted is nil once the API server takes a kind's objects through
+// admission: a dry-run create of one with an empty spec gets past the mutating
+// admission policies (config/admission) to validation, whose refusal is
+// the answer wanted. Established comes first: discovery lists a new kind a
+// moment later (the client answers "no matches for kind"), and the
+// policies' type converter, which reads the OpenAPI every 5 s, later still
+// (the API server answers 503 "Resource kind … not found"). A test's first
+// claim just after hack/cluster.sh up met the second.
+func admitted(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomResourceDefinition) error {
+	probe := &unstructured.Unstructured{}
+	probe.SetAPIVersion(crd.Spec.Group + "/" + crd.Spec.Versions[0].Name)
+	probe.SetKind(crd.Spec.Names.Kind)
+	probe.SetName("admission-probe")
+	probe.Object["spec"] = map[string]any{} // what the policies match
+	if crd.Spec.Scope == apiextensionsv1.NamespaceScoped {
+		probe.SetNamespace(metav1.NamespaceDefault)
+	}
+	err := c.Create(ctx, probe, client.DryRunAll)
+	var status apierrors.APIStatus
+	if err == nil || errors.As(err, &status) && !apierrors.IsServiceUnavailable(err) {
+		return nil
+	}
+	return err
+}
+
+func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, cond := range crd.Status.Conditions {
+		if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 // Name returns a name unique to this test run: prefix, a dash and eight hex
