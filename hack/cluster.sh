@@ -64,7 +64,6 @@ metadata:
   name: ${group}-${i}
   annotations:
     kwok.x-k8s.io/node: fake
-    node.alpha.kubernetes.io/ttl: "0"
   labels:
     kubernetes.io/hostname: ${group}-${i}
     kubernetes.io/os: linux
