@@ -29,6 +29,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -78,6 +79,9 @@ type Server struct {
 	// every host (an address that is not loopback, chosen explicitly).
 	hosts map[string]bool
 	mux   *http.ServeMux
+
+	// started guards the watches' start, by Start or else by Serve.
+	started sync.Once
 }
 
 // New returns a server acting with cfg's credentials. Call Serve to start.
@@ -117,11 +121,25 @@ func New(cfg *rest.Config, opts Options) (*Server, error) {
 // web` before go build); the page offers no terminal without it.
 func (s *Server) TerminalAvailable() bool { return s.terminal }
 
-// Serve answers on l until ctx ends. It starts the watches first, so the
-// first page shows the cluster as it is.
+// Start follows the cluster, until ctx ends, with every watch the caller is
+// allowed, and returns once their caches hold it. A page asked for before
+// then waits for them (1.5 s at 10,000 sandboxes), so `agentsandbox ui`
+// names its address only after Start, and the first load is as fast as
+// the next. Serve starts the watches itself when Start was not called; ctx
+// must last as long as Serve's.
+func (s *Server) Start(ctx context.Context) error {
+	s.started.Do(func() { s.hub.start(ctx) })
+	if !s.hub.cache.WaitForCacheSync(ctx) {
+		return fmt.Errorf("stopped reading the cluster: %w", context.Cause(ctx))
+	}
+	return nil
+}
+
+// Serve answers on l until ctx ends. It starts the watches first, unless
+// Start did, so the first page shows the cluster as it is.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	s.hosts = allowedHosts(l.Addr())
-	s.hub.start(ctx)
+	s.started.Do(func() { s.hub.start(ctx) })
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
 	go func() {
 		<-ctx.Done()

@@ -192,8 +192,16 @@ func (h *hub) start(ctx context.Context) {
 // at start and again when one of this API's CRDs changes, so installing the
 // CRDs while the page is open brings their kinds onto it.
 func (h *hub) probeAll(ctx context.Context) {
-	for _, k := range h.kinds {
-		a := h.probe(ctx, k)
+	// Side by side: a probe's watch can wait about 100 ms for the API
+	// server's cache to be current, and there are eleven kinds.
+	found := make([]access, len(h.kinds))
+	var probes sync.WaitGroup
+	for i, k := range h.kinds {
+		probes.Go(func() { found[i] = h.probe(ctx, k) })
+	}
+	probes.Wait()
+	for i, k := range h.kinds {
+		a := found[i]
 		h.mu.Lock()
 		before := h.access[k.name]
 		h.access[k.name] = a

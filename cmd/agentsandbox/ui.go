@@ -51,9 +51,15 @@ func newUICommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "Sandboxes page at http://%s/ (press Ctrl-C to stop)\n", l.Addr())
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// The address is named once the page loads at once: a
+			// browser opened on it meanwhile would wait without a word.
+			fmt.Fprintf(cmd.ErrOrStderr(), "Reading the cluster at %s…\n", cfg.Host)
+			if srv.Start(ctx) != nil {
+				return nil // interrupted while reading
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "Sandboxes page at http://%s/ (press Ctrl-C to stop)\n", l.Addr())
 			return srv.Serve(ctx, l)
 		},
 	}

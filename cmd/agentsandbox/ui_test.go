@@ -12,8 +12,8 @@ import (
 	"github.com/agentsandbox/terraform-provider-agentsandbox/internal/testharness/testcluster"
 )
 
-// TestUICommand starts `agentsandbox ui` as a developer: it says where the
-// page is, serves it as the developer, warns when told to listen beyond
+// TestUICommand starts `agentsandbox ui` as a developer: it says it reads
+// the cluster, then where the page is, serves it as the developer, warns when told to listen beyond
 // loopback, and stops on SIGINT.
 func TestUICommand(t *testing.T) {
 	t.Parallel()
@@ -47,8 +47,8 @@ func TestUICommand(t *testing.T) {
 		if tc.warning != "" && !strings.Contains(strings.Join(said, "\n"), tc.warning) {
 			t.Errorf("ui --address %s said %q, want the warning %q", tc.address, said, tc.warning)
 		}
-		if tc.warning == "" && len(said) != 1 {
-			t.Errorf("ui --address %s said %q, want only where the page is", tc.address, said)
+		if tc.warning == "" && (len(said) != 2 || !strings.HasPrefix(said[0], "Reading the cluster at ")) {
+			t.Errorf("ui --address %s said %q, want that it reads the cluster, then only where the page is", tc.address, said)
 		}
 		url = strings.Replace(url, "0.0.0.0", "127.0.0.1", 1)
 		resp, err := http.Get(url)
