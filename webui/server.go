@@ -123,7 +123,7 @@ func (s *Server) TerminalAvailable() bool { return s.terminal }
 
 // Start follows the cluster, until ctx ends, with every watch the caller is
 // allowed, and returns once their caches hold it. A page asked for before
-// then waits for them (1.5 s at 10,000 sandboxes), so `agentsandbox ui`
+// then waits for them (1.1 s at 10,000 sandboxes), so `agentsandbox ui`
 // names its address only after Start, and the first load is as fast as
 // the next. Serve starts the watches itself when Start was not called; ctx
 // must last as long as Serve's.
