@@ -13,8 +13,8 @@ import (
 )
 
 // TestUICommand starts `agentsandbox ui` as a developer: it says it reads
-// the cluster, then where the page is, serves it as the developer, warns when told to listen beyond
-// loopback, and stops on SIGINT.
+// the cluster, then where the page is, serves it as the developer, warns
+// when told to listen beyond loopback, and stops on SIGINT.
 func TestUICommand(t *testing.T) {
 	t.Parallel()
 	alice := testcluster.Get(t).Developers(t, "alice")[0]

@@ -301,6 +301,7 @@ func admitted(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomR
 	return err
 }
 
+// established says whether the API server has accepted crd's names.
 func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 	for _, cond := range crd.Status.Conditions {
 		if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
